@@ -1,0 +1,10 @@
+/* Subcommands of the flint binary. Each returns the process exit status: 0 success, 1 an error
+ * the user can fix (bad file, bad input), 2 bad usage. */
+#ifndef FLINT_CLI_CLI_H
+#define FLINT_CLI_CLI_H
+
+int flint_cmd_generate(int argc, char **argv);
+int flint_cmd_tokenize(int argc, char **argv);
+int flint_cmd_convert(int argc, char **argv);
+
+#endif

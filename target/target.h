@@ -1,0 +1,105 @@
+/* The target model: Qwen3ForCausalLM and LlamaForCausalLM from a Hugging Face directory
+ * (config.json + *.safetensors). CPU reference forward in fp32 over a batch of rows from several
+ * sequences of different lengths, with a paged KV cache; optional residual-stream taps after any
+ * layers (the drafter reads them). Every row is computed with the same reduction order whatever
+ * the number of rows or threads, so results are batch-invariant bit for bit. */
+#ifndef FLINT_TARGET_TARGET_H
+#define FLINT_TARGET_TARGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { FLINT_ARCH_LLAMA = 0, FLINT_ARCH_QWEN3 = 1 } flint_arch;
+
+#define FLINT_MAX_EOS 8
+
+typedef struct flint_target_config {
+    flint_arch arch;
+    int vocab_size;
+    int hidden_size;
+    int intermediate_size;
+    int n_layers;
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+    int max_position_embeddings;
+    float rms_norm_eps;
+    float rope_theta;
+    int tie_word_embeddings;
+    int bos_token_id; /* -1 if none */
+    int n_eos;
+    int eos_token_ids[FLINT_MAX_EOS];
+} flint_target_config;
+
+/* Read and validate DIR/config.json (architecture, sizes, divisibility, rope scaling we do not
+ * implement is refused). */
+int flint_target_config_load(const char *dir, flint_target_config *cfg, flint_err *err);
+
+typedef struct flint_target_options {
+    int kv_block_size;  /* tokens per KV block, a power of two (default 16) */
+    int kv_blocks;      /* blocks in the KV pool; 0 = max_seqs x ceil(max_len / block) */
+    int max_seqs;       /* sequences the default pool is sized for (default 1) */
+    int max_len;        /* tokens per sequence; 0 = max_position_embeddings */
+    int max_rows;       /* most rows one forward may carry (default 512); reserved at open */
+    int n_threads;      /* 0 = every core */
+} flint_target_options;
+
+void flint_target_options_default(flint_target_options *o);
+
+typedef struct flint_target flint_target;
+
+/* Open a model directory. Errors name the file and tensor: missing or corrupt files, unsupported
+ * architecture, shape mismatch. */
+flint_target *flint_target_open(const char *dir, const flint_target_options *opts, flint_err *err);
+void flint_target_close(flint_target *t);
+const flint_target_config *flint_target_get_config(const flint_target *t);
+int flint_target_kv_block_size(const flint_target *t);
+int flint_target_kv_blocks(const flint_target *t);
+
+/* One forward over n_rows new tokens. Row r belongs to sequence row_seq[r] and sits at absolute
+ * position pos[r]; its K/V is written into that sequence's blocks (block_tables[s][pos / block]),
+ * then it attends causally to positions 0..pos[r] of its sequence: earlier positions must already
+ * be in the cache or be rows of this batch. Logits come out for the rows listed in logit_rows
+ * (in that order); taps (when n_taps > 0) give the residual stream after each listed layer
+ * (0-based, output-of-layer convention: HF hidden_states[l + 1]) for every row. */
+typedef struct flint_target_batch {
+    int n_rows;
+    const int32_t *tokens;              /* [n_rows] */
+    const int32_t *pos;                 /* [n_rows] */
+    const int32_t *row_seq;             /* [n_rows] index into block_tables */
+    int n_seqs;
+    const int32_t *const *block_tables; /* [n_seqs][blocks covering the largest position] */
+    int n_logit_rows;
+    const int32_t *logit_rows;          /* [n_logit_rows] */
+    float *logits;                      /* out: [n_logit_rows][vocab_size] */
+    int n_taps;
+    const int32_t *tap_layers;          /* [n_taps] */
+    float *taps;                        /* out: [n_rows][n_taps][hidden_size], or NULL */
+} flint_target_batch;
+
+int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err *err);
+
+/* ==== Paged KV block allocator ====
+ * Block ids index the target's KV pool (and, later, the drafter's context pool, which shares
+ * the same ids because both hold one entry per committed position). Reference counted so a
+ * cached prefix block can be shared. */
+typedef struct flint_kv_alloc flint_kv_alloc;
+
+flint_kv_alloc *flint_kv_alloc_new(int n_blocks);
+void flint_kv_alloc_free(flint_kv_alloc *a);
+int flint_kv_alloc_free_count(const flint_kv_alloc *a);
+/* Take one free block; -1 when none is left. */
+int32_t flint_kv_alloc_take(flint_kv_alloc *a);
+void flint_kv_alloc_ref(flint_kv_alloc *a, int32_t block);
+void flint_kv_alloc_release(flint_kv_alloc *a, int32_t block);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
