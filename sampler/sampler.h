@@ -67,6 +67,27 @@ int32_t flint_sample_from_probs(const float *probs, int n, double u);
 int32_t flint_sampler_sample(const flint_sampling_params *sp, const float *logits, int n, int64_t pos,
                              flint_sampler_scratch *s);
 
+/* ==== Speculative acceptance (DESIGN.md section 4, step 4) ====
+ * One request's draft x_1..x_k, proposed at absolute positions pos0..pos0+k-1, is verified
+ * against the target's logits rows [k + 1][V] (row i predicts the token at pos0 + i).
+ * - Target greedy (temperature 0): accept while x_i == argmax; emit the argmax at the first
+ *   mismatch, or after the last row as the bonus.
+ * - Target sampled, probabilistic drafts (q = [k][V] draft probabilities): accept x_i when
+ *   u * q_i(x_i) < p_i(x_i) (u ~ U[0,1) keyed ACCEPT at pos0 + i); at the first rejection emit a
+ *   token from normalize(max(0, p_i - q_i)) (keyed RESIDUAL; plain p when that mass is <= 1e-8);
+ *   when all are accepted emit a bonus from p_k (keyed BONUS).
+ * - Target sampled, greedy drafts (q == NULL): q is the point mass on x_i, so x_i is accepted with
+ *   probability p_i(x_i) and the residual is p_i with x_i removed.
+ * out receives the accepted drafts followed by the one emitted token; the return value is the
+ * number of accepted drafts (so accepted + 1 tokens are written). The emitted distribution equals
+ * the processed target distribution p (tests/test_accept.c checks it by chi-square). */
+int flint_accept_draft(const flint_sampling_params *sp, int k, const int32_t *draft, const float *q,
+                       const float *target_logits, int n_vocab, int64_t pos0, flint_sampler_scratch *s,
+                       int32_t *out);
+
+/* Draw a draft token from draft probabilities q (keyed DRAFT at pos). */
+int32_t flint_sample_draft(const float *q, int n_vocab, uint64_t seed, int64_t pos);
+
 #ifdef __cplusplus
 }
 #endif
