@@ -1,7 +1,6 @@
-/* `flint generate`: one prompt through the target on the CPU backend, token by token through the
- * paged KV cache. Generated text goes to stdout as it is produced (or one JSON object with
- * --json); timings go to stderr. Speculative decoding arrives with verifier/engine.h; until then
- * this is the plain target-only loop that the speculative path must equal. */
+/* `flint generate`: one prompt through the engine (verifier/engine.h), with speculative decoding
+ * when --speculative-config names a drafter. Generated text goes to stdout as it is produced (or
+ * one JSON object with --json); timings and acceptance statistics go to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +14,7 @@
 #include "core/log.h"
 #include "core/tokenizer.h"
 #include "sampler/sampler.h"
-#include "target/target.h"
+#include "verifier/engine.h"
 
 #ifndef FLINT_DEFAULT_MODEL
 #define FLINT_DEFAULT_MODEL "models/flint-tiny"
@@ -27,6 +26,7 @@ typedef struct gen_options {
     const char *system;
     int chat;
     const char *chat_template; /* override: chatml | qwen3 | llama3 | llama2 */
+    const char *spec_config;   /* vLLM-style JSON */
     int max_tokens;
     int ignore_eos;
     int json;
@@ -40,6 +40,8 @@ static void usage(FILE *f) {
             "\n"
             "MODEL_DIR defaults to " FLINT_DEFAULT_MODEL ".\n"
             "  --prompt TEXT          the prompt (raw text, or the user message with --chat)\n"
+            "  --speculative-config J {\"model\": DRAFTER_DIR, \"method\": \"dspark\", \"num_speculative_tokens\": K,\n"
+            "                         \"draft_sample_method\": \"probabilistic\" | \"greedy\"}\n"
             "  --chat                 wrap the prompt in the model's chat template\n"
             "  --system TEXT          a system message (with --chat)\n"
             "  --chat-template NAME   force chatml | qwen3 | llama3 | llama2\n"
@@ -82,6 +84,7 @@ static int parse(int argc, char **argv, gen_options *o) {
             if (!strcmp(a, "--prompt")) o->prompt = v;
             else if (!strcmp(a, "--system")) o->system = v;
             else if (!strcmp(a, "--chat-template")) o->chat_template = v;
+            else if (!strcmp(a, "--speculative-config")) o->spec_config = v;
             else if (!strcmp(a, "--max-tokens")) {
                 if (flint_arg_int(cmd, a, v, 1, 1 << 24, &o->max_tokens)) return -1;
             } else if (!strcmp(a, "--temperature")) {
@@ -147,12 +150,6 @@ static int encode_prompt(const gen_options *o, const flint_tokenizer *tok, int32
     return rc;
 }
 
-static int is_eos(const flint_target_config *c, int32_t eos_tok, int32_t id) {
-    if (id == eos_tok) return 1;
-    for (int i = 0; i < c->n_eos; i++)
-        if (c->eos_token_ids[i] == id) return 1;
-    return 0;
-}
 
 int flint_cmd_generate(int argc, char **argv) {
     gen_options o;
@@ -162,122 +159,75 @@ int flint_cmd_generate(int argc, char **argv) {
     }
     flint_err err = {0};
     int rc = 1;
-    flint_tokenizer *tok = NULL;
-    flint_target *t = NULL;
-    flint_kv_alloc *kv = NULL;
-    int32_t *prompt = NULL, *out_ids = NULL, *blocks = NULL;
-    float *logits = NULL;
-    char *text = NULL;
-    size_t text_len = 0, text_cap = 0;
-    flint_sampler_scratch sc = {0};
+    flint_engine *e = NULL;
+    char *drafter_dir = NULL, *text = NULL;
+    int32_t *prompt = NULL, *out_ids = NULL;
+    size_t text_len = 0;
     int n_prompt = 0, n_out = 0;
     const char *finish = "length";
+    flint_spec_stats stats = {0};
 
     double t0 = now_ms();
-    if (!(tok = flint_tokenizer_open_dir(o.model_dir, &err))) goto fail;
+    flint_engine_options eo;
+    flint_engine_options_default(&eo);
+    eo.model_dir = o.model_dir;
+    eo.max_seqs = 1;
+    eo.n_threads = o.threads;
+    if (o.spec_config && flint_spec_config_parse(o.spec_config, &eo, &drafter_dir, &err)) goto fail;
+    if (!(e = flint_engine_open(&eo, &err))) goto fail;
+    const flint_tokenizer *tok = flint_engine_tokenizer(e);
+    if (!tok) {
+        flint_err_set(&err, FLINT_ERR_INVALID, "%s has no tokenizer.json", o.model_dir);
+        goto fail;
+    }
     if (encode_prompt(&o, tok, &prompt, &n_prompt, &err)) goto fail;
     if (n_prompt == 0) {
         flint_err_set(&err, FLINT_ERR_INVALID, "the prompt encodes to no tokens and the model adds no BOS");
         goto fail;
     }
-    flint_target_config cfg;
-    if (flint_target_config_load(o.model_dir, &cfg, &err)) goto fail;
-    if ((long)n_prompt + o.max_tokens > cfg.max_position_embeddings) {
+    if ((long)n_prompt + o.max_tokens > flint_engine_max_model_len(e)) {
         flint_err_set(&err, FLINT_ERR_INVALID,
                       "prompt (%d tokens) + --max-tokens (%d) exceeds the model's context of %d tokens", n_prompt,
-                      o.max_tokens, cfg.max_position_embeddings);
+                      o.max_tokens, flint_engine_max_model_len(e));
         goto fail;
     }
-    flint_target_options to;
-    flint_target_options_default(&to);
-    to.max_seqs = 1;
-    to.max_len = n_prompt + o.max_tokens;
-    to.n_threads = o.threads;
-    if (!(t = flint_target_open(o.model_dir, &to, &err))) goto fail;
-    const int V = cfg.vocab_size, bs = flint_target_kv_block_size(t);
-    int n_blocks = (to.max_len + bs - 1) / bs;
-    kv = flint_kv_alloc_new(flint_target_kv_blocks(t));
-    blocks = flint_xmalloc(sizeof(int32_t) * (size_t)n_blocks);
-    for (int i = 0; i < n_blocks; i++) {
-        blocks[i] = flint_kv_alloc_take(kv);
-        FLINT_ASSERT(blocks[i] >= 0); /* the pool was sized for this sequence */
-    }
-    logits = flint_xmalloc(sizeof(float) * (size_t)V);
+    flint_request_params rp;
+    flint_request_params_default(&rp);
+    rp.sampling = o.sp;
+    rp.max_tokens = o.max_tokens;
+    rp.ignore_eos = o.ignore_eos;
+    if (flint_engine_add(e, prompt, n_prompt, &rp, &err) < 0) goto fail;
     out_ids = flint_xmalloc(sizeof(int32_t) * (size_t)o.max_tokens);
-    flint_sampler_scratch_init(&sc, V);
-    double t_load = now_ms();
-
-    /* prefill in chunks of the reserved row count */
-    int max_rows = to.max_rows;
-    int32_t *pos = flint_xmalloc(sizeof(int32_t) * (size_t)max_rows);
-    int32_t *seq = flint_xcalloc((size_t)max_rows, sizeof(int32_t));
-    const int32_t *tables[1] = {blocks};
-    for (int start = 0; start < n_prompt; start += max_rows) {
-        int n = n_prompt - start < max_rows ? n_prompt - start : max_rows;
-        for (int i = 0; i < n; i++) pos[i] = start + i;
-        int32_t last = n - 1;
-        int want = start + n == n_prompt;
-        flint_target_batch b = {.n_rows = n, .tokens = prompt + start, .pos = pos, .row_seq = seq, .n_seqs = 1,
-                                .block_tables = tables, .n_logit_rows = want, .logit_rows = &last,
-                                .logits = logits};
-        if (flint_target_forward(t, &b, &err)) {
-            free(pos);
-            free(seq);
-            goto fail;
-        }
-    }
-    free(pos);
-    free(seq);
-    double t_prefill = now_ms();
-
-    flint_detok dt;
-    flint_detok_init(&dt, tok, 1);
-    char piece[4096];
-    int32_t eos_tok = flint_tokenizer_eos_id(tok);
-    for (;;) {
-        int32_t p = n_prompt + n_out;
-        int32_t id = flint_sampler_sample(&o.sp, logits, V, p, &sc);
-        out_ids[n_out++] = id;
-        if (!o.ignore_eos && is_eos(&cfg, eos_tok, id)) {
-            finish = "stop";
-            break;
-        }
-        int w = flint_detok_push(&dt, id, piece, sizeof piece, &err);
-        if (w < 0) goto fail;
-        if (o.json) {
-            if (text_len + (size_t)w + 1 > text_cap) {
-                text_cap = (text_len + (size_t)w + 1) * 2;
-                text = flint_xrealloc(text, text_cap);
+    double t_load = now_ms(), t_first = 0;
+    while (flint_engine_active(e) > 0) {
+        const flint_step_event *ev;
+        int n;
+        if (flint_engine_step(e, &ev, &n, &err)) goto fail;
+        for (int i = 0; i < n; i++) {
+            if (n_out == 0 && ev[i].n_tokens > 0) t_first = now_ms();
+            memcpy(out_ids + n_out, ev[i].tokens, sizeof(int32_t) * (size_t)ev[i].n_tokens);
+            n_out += ev[i].n_tokens;
+            if (o.json) {
+                text = flint_xrealloc(text, text_len + ev[i].text_len + 1);
+                memcpy(text + text_len, ev[i].text, ev[i].text_len);
+                text_len += ev[i].text_len;
+                text[text_len] = 0;
+            } else {
+                fwrite(ev[i].text, 1, ev[i].text_len, stdout);
+                fflush(stdout);
             }
-            memcpy(text + text_len, piece, (size_t)w);
-            text_len += (size_t)w;
-        } else {
-            fwrite(piece, 1, (size_t)w, stdout);
-            fflush(stdout);
-        }
-        if (n_out == o.max_tokens) break;
-        int32_t zero = 0, row = 0;
-        flint_target_batch b = {.n_rows = 1, .tokens = &id, .pos = &p, .row_seq = &zero, .n_seqs = 1,
-                                .block_tables = tables, .n_logit_rows = 1, .logit_rows = &row, .logits = logits};
-        if (flint_target_forward(t, &b, &err)) goto fail;
-    }
-    {
-        int w = flint_detok_flush(&dt, piece, sizeof piece, &err);
-        if (w < 0) goto fail;
-        if (o.json) {
-            text = flint_xrealloc(text, text_len + (size_t)w + 1);
-            memcpy(text + text_len, piece, (size_t)w);
-            text_len += (size_t)w;
-            text[text_len] = 0;
-        } else {
-            fwrite(piece, 1, (size_t)w, stdout);
-            fputc('\n', stdout);
+            if (ev[i].finish) {
+                finish = flint_finish_reason_name(ev[i].finish);
+                stats = *ev[i].stats;
+            }
         }
     }
+    if (!o.json) fputc('\n', stdout);
     double t_end = now_ms();
-    double prefill_ms = t_prefill - t_load, decode_ms = t_end - t_prefill;
-    /* the first token comes from the prefill; the remaining n_out - 1 from decode steps */
-    double decode_tps = n_out > 1 ? (n_out - 1) / (decode_ms / 1e3) : 0;
+    double prefill_ms = t_first - t_load, decode_ms = t_end - t_first;
+    /* the first token comes from the prefill; the rest from decode or speculative steps */
+    double decode_tps = n_out > 1 && decode_ms > 0 ? (n_out - 1) / (decode_ms / 1e3) : 0;
+    int K = flint_engine_num_speculative_tokens(e);
     if (o.json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "text", text ? text : "");
@@ -293,6 +243,7 @@ int flint_cmd_generate(int argc, char **argv) {
         cJSON_AddNumberToObject(tm, "decode_ms", decode_ms);
         cJSON_AddNumberToObject(tm, "prefill_tokens_per_s", prefill_ms > 0 ? n_prompt / (prefill_ms / 1e3) : 0);
         cJSON_AddNumberToObject(tm, "decode_tokens_per_s", decode_tps);
+        if (flint_engine_has_drafter(e)) cJSON_AddItemToObject(j, "speculative", flint_spec_stats_json(&stats, K));
         char *s = cJSON_PrintUnformatted(j);
         puts(s);
         free(s);
@@ -300,19 +251,23 @@ int flint_cmd_generate(int argc, char **argv) {
     }
     fprintf(stderr, "flint: prompt %d tokens in %.1f ms (%.1f tok/s); generated %d tokens, %.1f tok/s (%s)\n",
             n_prompt, prefill_ms, prefill_ms > 0 ? n_prompt / (prefill_ms / 1e3) : 0, n_out, decode_tps, finish);
+    if (flint_engine_has_drafter(e)) {
+        fprintf(stderr, "flint: speculative K=%d: %lld steps, mean acceptance length %.3f, draft acceptance rate "
+                        "%.3f, accepted per position", K, (long long)stats.steps, flint_spec_stats_mean_al(&stats),
+                flint_spec_stats_acceptance_rate(&stats));
+        for (int i = 0; i < K; i++)
+            fprintf(stderr, " %.3f", stats.steps ? (double)stats.accepted_per_pos[i] / (double)stats.steps : 0.0);
+        fputc('\n', stderr);
+    }
     rc = 0;
     goto done;
 fail:
     fprintf(stderr, "flint generate: %s\n", err.msg);
 done:
-    flint_sampler_scratch_free(&sc);
     free(text);
-    free(logits);
     free(out_ids);
-    free(blocks);
     free(prompt);
-    flint_kv_alloc_free(kv);
-    flint_target_close(t);
-    flint_tokenizer_close(tok);
+    free(drafter_dir);
+    flint_engine_close(e);
     return rc;
 }

@@ -67,7 +67,11 @@ int flint_target_kv_blocks(const flint_target *t);
  * then it attends causally to positions 0..pos[r] of its sequence: earlier positions must already
  * be in the cache or be rows of this batch. Logits come out for the rows listed in logit_rows
  * (in that order); taps (when n_taps > 0) give the residual stream after each listed layer
- * (0-based, output-of-layer convention: HF hidden_states[l + 1]) for every row. */
+ * (0-based, output-of-layer convention: HF hidden_states[l + 1]) for every row.
+ * Token ids, positions (< max_len), sequence indices, block ids, logit rows and tap layers are
+ * checked before anything is written: a bad batch returns -1 (FLINT_ERR_INVALID) and changes no
+ * state. Not checkable, so the caller's duty: no two rows share a (sequence, position), and a
+ * block shared by several sequences (a cached prefix) is not written. */
 typedef struct flint_target_batch {
     int n_rows;
     const int32_t *tokens;              /* [n_rows] */
@@ -84,6 +88,14 @@ typedef struct flint_target_batch {
 } flint_target_batch;
 
 int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err *err);
+
+/* The fp32 embedding [vocab][hidden] and LM head [vocab][hidden] (the same pointer when tied),
+ * for a drafter that shares them instead of storing copies. Valid until close. */
+const float *flint_target_embed_weights(const flint_target *t);
+const float *flint_target_lm_head_weights(const flint_target *t);
+int flint_target_n_threads(const flint_target *t);
+/* The options as resolved at open (no zeros left: max_len, kv_blocks, n_threads filled in). */
+const flint_target_options *flint_target_get_options(const flint_target *t);
 
 /* ==== Paged KV block allocator ====
  * Block ids index the target's KV pool (and, later, the drafter's context pool, which shares

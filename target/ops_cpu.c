@@ -1,0 +1,162 @@
+/* CPU kernels (see ops_cpu.h). The dot product is written with GCC/Clang vector types of 4 floats,
+ * two accumulators = 8 lanes: plain -O2 then gives SSE on any x86-64 (NEON on arm64) with the
+ * accumulators in registers, which gcc's auto-vectorizer did not manage for the multi-row tile.
+ * Every kernel below performs, for each (row, output) pair, exactly the same sequence of IEEE
+ * operations as flint_ops_dot: lane k sums elements i = k (mod 8) in index order, lanes k and
+ * k + 4 are added, then ((0 + 1) + (2 + 3)), then the tail in index order. Tiles only change which
+ * loads are shared, never that sequence; so results are batch- and thread-invariant as long as
+ * the compiler does not contract a * b + c into an FMA differently in different kernels. ISO C
+ * mode (-std=c11, CMAKE_C_EXTENSIONS OFF) makes gcc default to -ffp-contract=off; for clang we
+ * say so explicitly. */
+#include "target/ops_cpu.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+typedef float v4f __attribute__((vector_size(16)));
+
+static inline v4f ld4(const float *p) {
+    v4f v;
+    memcpy(&v, p, sizeof v); /* unaligned load */
+    return v;
+}
+
+static inline float finish(v4f lo, v4f hi, const float *a, const float *b, int i, int n) {
+    v4f s = lo + hi;
+    float r = (s[0] + s[1]) + (s[2] + s[3]);
+    for (; i < n; i++) r += a[i] * b[i];
+    return r;
+}
+
+float flint_ops_dot(const float *restrict a, const float *restrict b, int n) {
+    v4f lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        lo += ld4(a + i) * ld4(b + i);
+        hi += ld4(a + i + 4) * ld4(b + i + 4);
+    }
+    return finish(lo, hi, a, b, i, n);
+}
+
+/* Four rows against one weight row: the weight loads are shared. */
+static void dot_4x1(float out[4], const float *restrict x, int ldx, const float *restrict w, int n) {
+    const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * (size_t)ldx, *x3 = x + 3 * (size_t)ldx;
+    v4f a0 = {0, 0, 0, 0}, b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v4f wl = ld4(w + i), wh = ld4(w + i + 4);
+        a0 += ld4(x0 + i) * wl;
+        b0 += ld4(x0 + i + 4) * wh;
+        a1 += ld4(x1 + i) * wl;
+        b1 += ld4(x1 + i + 4) * wh;
+        a2 += ld4(x2 + i) * wl;
+        b2 += ld4(x2 + i + 4) * wh;
+        a3 += ld4(x3 + i) * wl;
+        b3 += ld4(x3 + i + 4) * wh;
+    }
+    out[0] = finish(a0, b0, x0, w, i, n);
+    out[1] = finish(a1, b1, x1, w, i, n);
+    out[2] = finish(a2, b2, x2, w, i, n);
+    out[3] = finish(a3, b3, x3, w, i, n);
+}
+
+/* One row against four weight rows: eight independent chains hide the add latency in decode. */
+static void dot_1x4(float out[4], const float *restrict x, const float *restrict w, int n) {
+    const float *w0 = w, *w1 = w + n, *w2 = w + 2 * (size_t)n, *w3 = w + 3 * (size_t)n;
+    v4f a0 = {0, 0, 0, 0}, b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v4f xl = ld4(x + i), xh = ld4(x + i + 4);
+        a0 += xl * ld4(w0 + i);
+        b0 += xh * ld4(w0 + i + 4);
+        a1 += xl * ld4(w1 + i);
+        b1 += xh * ld4(w1 + i + 4);
+        a2 += xl * ld4(w2 + i);
+        b2 += xh * ld4(w2 + i + 4);
+        a3 += xl * ld4(w3 + i);
+        b3 += xh * ld4(w3 + i + 4);
+    }
+    out[0] = finish(a0, b0, x, w0, i, n);
+    out[1] = finish(a1, b1, x, w1, i, n);
+    out[2] = finish(a2, b2, x, w2, i, n);
+    out[3] = finish(a3, b3, x, w3, i, n);
+}
+
+static inline void put(float *y, float v, int accumulate) { *y = accumulate ? *y + v : v; }
+
+#define OUT_BLOCK 16 /* outputs per task: 16 weight rows stay in L1/L2 while the rows stream past */
+#define ROW_BLOCK 32 /* rows per pass over a weight block, so those rows stay in L2 */
+
+void flint_ops_matmul(float *y, int ldy, const float *x, int ldx, const float *w, int n_rows, int n_in,
+                      int n_out, int accumulate, int n_threads) {
+    int n_blk = (n_out + OUT_BLOCK - 1) / OUT_BLOCK;
+    /* small products are not worth waking threads for (results do not depend on it) */
+    double work = (double)n_rows * n_in * n_out;
+    int nt = work < 65536.0 ? 1 : n_threads;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int b = 0; b < n_blk; b++) {
+        int o0 = b * OUT_BLOCK, o1 = o0 + OUT_BLOCK < n_out ? o0 + OUT_BLOCK : n_out;
+        float v[4];
+        for (int r0 = 0; r0 < n_rows; r0 += ROW_BLOCK) {
+            int r1 = r0 + ROW_BLOCK < n_rows ? r0 + ROW_BLOCK : n_rows;
+            int r = r0;
+            for (; r + 4 <= r1; r += 4) {
+                for (int o = o0; o < o1; o++) {
+                    dot_4x1(v, x + (size_t)r * ldx, ldx, w + (size_t)o * n_in, n_in);
+                    for (int k = 0; k < 4; k++) put(y + (size_t)(r + k) * ldy + o, v[k], accumulate);
+                }
+            }
+            for (; r < r1; r++) {
+                const float *xr = x + (size_t)r * ldx;
+                float *yr = y + (size_t)r * ldy;
+                int o = o0;
+                for (; o + 4 <= o1; o += 4) {
+                    dot_1x4(v, xr, w + (size_t)o * n_in, n_in);
+                    for (int k = 0; k < 4; k++) put(yr + o + k, v[k], accumulate);
+                }
+                for (; o < o1; o++) put(yr + o, flint_ops_dot(xr, w + (size_t)o * n_in, n_in), accumulate);
+            }
+        }
+    }
+}
+
+void flint_ops_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
+    float ss = flint_ops_dot(x, x, n);
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) y[i] = (x[i] * inv) * w[i];
+}
+
+void flint_ops_rope(float *x, int head_dim, const float *cos, const float *sin) {
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        float x1 = x[i], x2 = x[i + half];
+        x[i] = x1 * cos[i] - x2 * sin[i];
+        x[i + half] = x2 * cos[i] + x1 * sin[i];
+    }
+}
+
+void flint_ops_swiglu(float *out, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void flint_ops_rope_table(float *cos_t, float *sin_t, int n_pos, int head_dim, float theta) {
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        /* HF: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all in fp32 */
+        float e = (float)(2 * i) / (float)head_dim;
+        float inv = 1.0f / powf(theta, e);
+        for (int p = 0; p < n_pos; p++) {
+            float a = (float)p * inv; /* HF: position_ids.float() * inv_freq, fp32 */
+            cos_t[(size_t)p * half + i] = (float)cos((double)a);
+            sin_t[(size_t)p * half + i] = (float)sin((double)a);
+        }
+    }
+}

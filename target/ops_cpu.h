@@ -1,0 +1,37 @@
+/* CPU kernels of the fp32 reference forward (also usable by the drafter's CPU path). Every output
+ * element is reduced in one fixed order: the result for a row never depends on how many rows
+ * are computed with it, where it sits in the batch, or on the thread count. That is what makes
+ * speculative verification on CPU exactly equal to plain decoding. */
+#ifndef FLINT_TARGET_OPS_CPU_H
+#define FLINT_TARGET_OPS_CPU_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* sum a[i] * b[i] in flint's fixed order: 8 lanes (i mod 8) over the multiple-of-8 prefix,
+ * combined pairwise, then the tail added in index order. */
+float flint_ops_dot(const float *a, const float *b, int n);
+
+/* y[r * ldy + o] (+)= dot(x + r * ldx, w + o * n_in, n_in) for r < n_rows, o < n_out.
+ * accumulate: add to y (a residual add) instead of storing. Threads split the outputs. */
+void flint_ops_matmul(float *y, int ldy, const float *x, int ldx, const float *w, int n_rows, int n_in,
+                      int n_out, int accumulate, int n_threads);
+
+/* y = x * 1/sqrt(mean(x^2) + eps) * w; y may equal x. */
+void flint_ops_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+
+/* NeoX (rotate_half) RoPE on one head in place: pairs (i, i + head_dim / 2). */
+void flint_ops_rope(float *x, int head_dim, const float *cos, const float *sin);
+
+/* out[i] = silu(gate[i]) * up[i]. */
+void flint_ops_swiglu(float *out, const float *gate, const float *up, int n);
+
+/* cos/sin tables [n_pos][head_dim / 2], computed as Hugging Face does (fp32 inverse frequencies,
+ * fp32 angle = pos * inv_freq). */
+void flint_ops_rope_table(float *cos, float *sin, int n_pos, int head_dim, float theta);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

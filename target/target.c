@@ -1,0 +1,224 @@
+/* Opening a target model: options are resolved and checked, then one arena is sized for the fp32
+ * weights (converted from f32/f16/bf16 safetensors into fused QKV and gate|up layouts), the paged
+ * KV pool, the RoPE tables and the per-row scratch of the largest allowed forward. Nothing is
+ * allocated after this, so a forward cannot fail for lack of memory. */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/safetensors.h"
+#include "target/ops_cpu.h"
+#include "target/target_internal.h"
+
+void flint_target_options_default(flint_target_options *o) {
+    memset(o, 0, sizeof *o);
+    o->kv_block_size = 16;
+    o->kv_blocks = 0;
+    o->max_seqs = 1;
+    o->max_len = 0;
+    o->max_rows = 512;
+    o->n_threads = 0;
+}
+
+const flint_target_config *flint_target_get_config(const flint_target *t) { return &t->cfg; }
+int flint_target_kv_block_size(const flint_target *t) { return t->opts.kv_block_size; }
+int flint_target_kv_blocks(const flint_target *t) { return t->opts.kv_blocks; }
+const float *flint_target_embed_weights(const flint_target *t) { return t->w.embed; }
+const float *flint_target_lm_head_weights(const flint_target *t) { return t->w.lm_head; }
+int flint_target_n_threads(const flint_target *t) { return t->n_threads; }
+const flint_target_options *flint_target_get_options(const flint_target *t) { return &t->opts; }
+
+/* Fill in the zeros (defaults that depend on the model) and refuse what cannot work. */
+static int resolve_options(const flint_target_config *c, const flint_target_options *in, flint_target_options *o,
+                           flint_err *err) {
+    *o = *in;
+    int bs = o->kv_block_size;
+    if (bs < 1 || bs > 65536 || (bs & (bs - 1)) != 0)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target options: kv_block_size %d is not a power of two in "
+                             "1..65536", bs);
+    if (o->max_len == 0) o->max_len = c->max_position_embeddings;
+    if (o->max_len < 1 || o->max_len > c->max_position_embeddings)
+        return flint_err_set(err, FLINT_ERR_INVALID,
+                             "target options: max_len %d is outside 1..%d (max_position_embeddings)", o->max_len,
+                             c->max_position_embeddings);
+    if (o->max_seqs < 1)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target options: max_seqs %d must be at least 1", o->max_seqs);
+    if (o->kv_blocks == 0) {
+        int64_t per_seq = ((int64_t)o->max_len + bs - 1) / bs;
+        int64_t n = per_seq * o->max_seqs;
+        if (n > INT32_MAX)
+            return flint_err_set(err, FLINT_ERR_INVALID, "target options: %d sequences of %d tokens need too many "
+                                 "KV blocks", o->max_seqs, o->max_len);
+        o->kv_blocks = (int)n;
+    }
+    if (o->kv_blocks < 1)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target options: kv_blocks %d must be at least 1", o->kv_blocks);
+    if (o->max_rows < 1 || o->max_rows > (1 << 20))
+        return flint_err_set(err, FLINT_ERR_INVALID, "target options: max_rows %d is outside 1..%d", o->max_rows,
+                             1 << 20);
+    if (o->n_threads < 0 || o->n_threads > 4096)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target options: n_threads %d is outside 0..4096",
+                             o->n_threads);
+    if (o->n_threads == 0) o->n_threads = omp_get_max_threads();
+    if (o->n_threads < 1) o->n_threads = 1;
+    return 0;
+}
+
+/* Carve every buffer from `a`. Run once on a measuring arena (base NULL, unlimited) to learn the
+ * size, then on the real one: one function, so the two can never disagree. */
+static void carve(flint_target *t, flint_arena *a) {
+    const flint_target_config *c = &t->cfg;
+    const flint_target_options *o = &t->opts;
+    size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)c->intermediate_size;
+    size_t hd = (size_t)c->head_dim, R = (size_t)o->max_rows, L = (size_t)o->max_len;
+    int qk_norm = c->arch == FLINT_ARCH_QWEN3;
+
+    t->w.layers = flint_arena_new(a, flint_target_layer, c->n_layers);
+    t->w.embed = flint_arena_new(a, float, V * H);
+    t->w.final_norm = flint_arena_new(a, float, H);
+    t->w.lm_head = c->tie_word_embeddings ? t->w.embed : flint_arena_new(a, float, V * H);
+    for (int l = 0; l < c->n_layers; l++) {
+        flint_target_layer tmp, *ly = a->base ? &t->w.layers[l] : &tmp;
+        ly->attn_norm = flint_arena_new(a, float, H);
+        ly->wqkv = flint_arena_new(a, float, (size_t)t->qkv_dim * H);
+        ly->q_norm = qk_norm ? flint_arena_new(a, float, hd) : NULL;
+        ly->k_norm = qk_norm ? flint_arena_new(a, float, hd) : NULL;
+        ly->wo = flint_arena_new(a, float, H * (size_t)t->q_dim);
+        ly->mlp_norm = flint_arena_new(a, float, H);
+        ly->w_gate_up = flint_arena_new(a, float, 2 * I * H);
+        ly->w_down = flint_arena_new(a, float, H * I);
+    }
+    flint_target_state *s = &t->s;
+    s->k_cache = flint_arena_new(a, float, t->kv_layer_floats * (size_t)c->n_layers);
+    s->v_cache = flint_arena_new(a, float, t->kv_layer_floats * (size_t)c->n_layers);
+    s->rope_cos = flint_arena_new(a, float, L * hd / 2);
+    s->rope_sin = flint_arena_new(a, float, L * hd / 2);
+    s->x = flint_arena_new(a, float, R * H);
+    s->xn = flint_arena_new(a, float, R * H);
+    s->qkv = flint_arena_new(a, float, R * (size_t)t->qkv_dim);
+    s->att = flint_arena_new(a, float, R * (size_t)t->q_dim);
+    s->gu = flint_arena_new(a, float, R * 2 * I);
+    s->act = flint_arena_new(a, float, R * I);
+    s->scores = flint_arena_new(a, float, (size_t)t->n_threads * L);
+}
+
+typedef struct loader {
+    const flint_st *st;
+    const char *dir;
+} loader;
+
+/* Find `name`, check dtype and shape ([rows] when cols == 0, else [rows][cols]), convert into dst. */
+static int load(const loader *ld, const char *name, int64_t rows, int64_t cols, float *dst, flint_err *err) {
+    const flint_tensor_info *ti = flint_st_find(ld->st, name);
+    if (!ti)
+        return flint_err_set(err, FLINT_ERR_FORMAT, "%s: tensor '%s' is missing from the safetensors files", ld->dir,
+                             name);
+    if (ti->dtype != FLINT_DT_F32 && ti->dtype != FLINT_DT_F16 && ti->dtype != FLINT_DT_BF16)
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are "
+                             "supported", ti->file, name, flint_dtype_name(ti->dtype));
+    int64_t shape[2] = {rows, cols};
+    if (!flint_st_expect(ld->st, name, cols ? 2 : 1, shape, err)) return -1;
+    return flint_tensor_to_f32(ti, dst, (size_t)ti->numel, err);
+}
+
+static int load_weights(flint_target *t, const loader *ld, flint_err *err) {
+    const flint_target_config *c = &t->cfg;
+    int64_t H = c->hidden_size, V = c->vocab_size, I = c->intermediate_size, hd = c->head_dim;
+    int64_t qd = t->q_dim, kvd = t->kv_dim;
+    char n[256];
+    if (load(ld, "model.embed_tokens.weight", V, H, (float *)t->w.embed, err) ||
+        load(ld, "model.norm.weight", H, 0, (float *)t->w.final_norm, err))
+        return -1;
+    /* tied: HF ignores a stored lm_head.weight too */
+    if (!c->tie_word_embeddings && load(ld, "lm_head.weight", V, H, (float *)t->w.lm_head, err)) return -1;
+    for (int l = 0; l < c->n_layers; l++) {
+        flint_target_layer *ly = &t->w.layers[l];
+        float *qkv = (float *)ly->wqkv, *gu = (float *)ly->w_gate_up;
+#define LOAD(suffix, rows, cols, dst)                                                                       \
+    do {                                                                                                \
+        snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);                                         \
+        if (load(ld, n, rows, cols, dst, err)) return -1;                                               \
+    } while (0)
+        LOAD("input_layernorm.weight", H, 0, (float *)ly->attn_norm);
+        LOAD("self_attn.q_proj.weight", qd, H, qkv);
+        LOAD("self_attn.k_proj.weight", kvd, H, qkv + qd * H);
+        LOAD("self_attn.v_proj.weight", kvd, H, qkv + (qd + kvd) * H);
+        if (ly->q_norm) {
+            LOAD("self_attn.q_norm.weight", hd, 0, (float *)ly->q_norm);
+            LOAD("self_attn.k_norm.weight", hd, 0, (float *)ly->k_norm);
+        }
+        LOAD("self_attn.o_proj.weight", H, qd, (float *)ly->wo);
+        LOAD("post_attention_layernorm.weight", H, 0, (float *)ly->mlp_norm);
+        LOAD("mlp.gate_proj.weight", I, H, gu);
+        LOAD("mlp.up_proj.weight", I, H, gu + I * H);
+        LOAD("mlp.down_proj.weight", H, I, (float *)ly->w_down);
+#undef LOAD
+    }
+    return 0;
+}
+
+flint_target *flint_target_open(const char *dir, const flint_target_options *opts, flint_err *err) {
+    flint_target_options def;
+    if (!opts) {
+        flint_target_options_default(&def);
+        opts = &def;
+    }
+    flint_target *t = flint_xcalloc(1, sizeof *t);
+    flint_st *st = NULL;
+    if (flint_target_config_load(dir, &t->cfg, err) || resolve_options(&t->cfg, opts, &t->opts, err)) goto fail;
+    const flint_target_config *c = &t->cfg;
+    t->n_threads = t->opts.n_threads;
+    t->q_dim = c->n_heads * c->head_dim;
+    t->kv_dim = c->n_kv_heads * c->head_dim;
+    t->qkv_dim = t->q_dim + 2 * t->kv_dim;
+    t->kv_layer_floats = (size_t)t->opts.kv_blocks * (size_t)t->opts.kv_block_size * (size_t)t->kv_dim;
+    double kv_bytes = 2.0 * 4.0 * (double)t->opts.kv_blocks * t->opts.kv_block_size * t->kv_dim * c->n_layers;
+    if (kv_bytes > (double)((size_t)1 << 46)) {
+        flint_err_set(err, FLINT_ERR_INVALID, "%s: a KV pool of %d blocks x %d tokens needs %.0f GiB", dir,
+                      t->opts.kv_blocks, t->opts.kv_block_size, kv_bytes / (1u << 30));
+        goto fail;
+    }
+
+    flint_arena measure;
+    flint_arena_init_from(&measure, NULL, SIZE_MAX);
+    carve(t, &measure);
+    size_t bytes = measure.used;
+    if (flint_arena_init(&t->arena, bytes)) {
+        flint_err_set(err, FLINT_ERR_NOMEM, "%s: cannot allocate %.1f MiB for weights, KV pool and scratch", dir,
+                      (double)bytes / (1 << 20));
+        goto fail;
+    }
+    carve(t, &t->arena);
+    FLINT_ASSERT(t->arena.used == bytes);
+
+    st = flint_st_open_dir(dir, err);
+    if (!st) goto fail;
+    loader ld = {st, dir};
+    if (load_weights(t, &ld, err)) goto fail;
+    flint_st_close(st);
+    st = NULL;
+    /* The KV pool is not cleared: a position is always written before it is read. */
+    flint_ops_rope_table(t->s.rope_cos, t->s.rope_sin, t->opts.max_len, c->head_dim, c->rope_theta);
+
+    flint_log_info("target: %s, %d layers, hidden %d, heads %d/%d x %d, vocab %d%s; %.1f MiB; KV pool %d x %d "
+                   "tokens; %d threads",
+                   c->arch == FLINT_ARCH_QWEN3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM", c->n_layers,
+                   c->hidden_size, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab_size,
+                   c->tie_word_embeddings ? " (tied)" : "", (double)bytes / (1 << 20), t->opts.kv_blocks,
+                   t->opts.kv_block_size, t->n_threads);
+    return t;
+fail:
+    if (st) flint_st_close(st);
+    flint_target_close(t);
+    return NULL;
+}
+
+void flint_target_close(flint_target *t) {
+    if (!t) return;
+    flint_arena_free(&t->arena);
+    free(t);
+}

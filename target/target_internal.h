@@ -1,0 +1,55 @@
+/* What target.c (load) and forward_cpu.c (compute) share: the weights, the state reserved at open
+ * and the handle holding both. Not part of the module's interface; only target/ includes it. */
+#ifndef FLINT_TARGET_INTERNAL_H
+#define FLINT_TARGET_INTERNAL_H
+
+#include "core/arena.h"
+#include "target/target.h"
+
+/* Fused layouts: one matmul produces q|k|v, another gate|up, so each row of activations is read
+ * once per projection group. */
+typedef struct flint_target_layer {
+    const float *attn_norm; /* [hidden] */
+    const float *wqkv;      /* [q_dim + 2 kv_dim][hidden]: q rows, then k rows, then v rows */
+    const float *q_norm;    /* [head_dim], Qwen3; NULL for Llama */
+    const float *k_norm;    /* [head_dim], Qwen3; NULL for Llama */
+    const float *wo;        /* [hidden][q_dim] */
+    const float *mlp_norm;  /* [hidden] */
+    const float *w_gate_up; /* [2 intermediate][hidden]: gate rows, then up rows */
+    const float *w_down;    /* [hidden][intermediate] */
+} flint_target_layer;
+
+typedef struct flint_target_weights {
+    const float *embed;      /* [vocab][hidden] */
+    const float *final_norm; /* [hidden] */
+    const float *lm_head;    /* [vocab][hidden]; == embed when tied */
+    flint_target_layer *layers;
+} flint_target_weights;
+
+/* Sized at open for max_rows and max_len; forward allocates nothing. */
+typedef struct flint_target_state {
+    float *k_cache;  /* [n_layers][n_blocks][block][n_kv_heads][head_dim] */
+    float *v_cache;  /* same */
+    float *rope_cos; /* [max_len][head_dim / 2] */
+    float *rope_sin;
+    float *x;      /* [max_rows][hidden] residual stream */
+    float *xn;     /* [max_rows][hidden] normed input of a projection */
+    float *qkv;    /* [max_rows][qkv_dim] */
+    float *att;    /* [max_rows][q_dim] attention output */
+    float *gu;     /* [max_rows][2 intermediate] */
+    float *act;    /* [max_rows][intermediate] */
+    float *scores; /* [n_threads][max_len] softmax weights, one strip per thread */
+} flint_target_state;
+
+struct flint_target {
+    flint_target_config cfg;
+    flint_target_options opts; /* resolved: no zeros left */
+    int n_threads;
+    int q_dim, kv_dim, qkv_dim; /* heads x head_dim, kv heads x head_dim, q + 2 kv */
+    size_t kv_layer_floats;     /* one layer's K (or V) pool */
+    flint_target_weights w;
+    flint_target_state s;
+    flint_arena arena; /* weights, KV pool and scratch: one allocation */
+};
+
+#endif
