@@ -1,0 +1,114 @@
+/* The DSpark block drafter (research/dspark.md sections 1-5): checkpoint formats (DeepSpec dense
+ * and speculators), validation against the target, the context encoder (fc over concatenated
+ * target taps -> hidden_norm -> per-layer K/V injected into a paged context cache), the block
+ * backbone (non-causal over context + block), the Markov head and the confidence head, on the
+ * CPU in fp32. The context cache is indexed by the same block ids as the target's KV cache:
+ * both hold one entry per committed position of a sequence. */
+#ifndef FLINT_DRAFTER_DRAFTER_H
+#define FLINT_DRAFTER_DRAFTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "target/target.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLINT_DRAFT_MAX_BLOCK 16
+#define FLINT_DRAFT_MAX_TAPS 16
+
+typedef enum {
+    FLINT_DRAFT_FORMAT_DEEPSPEC = 0, /* Qwen3DSparkModel dense checkpoint */
+    FLINT_DRAFT_FORMAT_SPECULATORS,  /* speculators_model_type: dspark */
+} flint_draft_format;
+
+typedef enum {
+    FLINT_DRAFT_ANCHOR_FIRST = 0, /* [x0, MASK..] at P..P+B-1; slot j predicts P+j+1; B drafts */
+    FLINT_DRAFT_FILL_IN,          /* [x0, MASK..] at P..P+B-1; slot j>=1 predicts P+j; B-1 drafts */
+} flint_draft_layout;
+
+typedef struct flint_drafter_config {
+    flint_draft_format format;
+    flint_draft_layout layout;
+    int hidden_size, intermediate_size, n_layers, n_heads, n_kv_heads, head_dim;
+    int vocab_size;       /* target vocabulary (rows of markov_w1, ids the drafter emits) */
+    int draft_vocab_size; /* rows of lm_head / markov_w2; == vocab_size unless reduced (d2t) */
+    float rms_norm_eps, rope_theta;
+    int block_size;
+    int max_draft; /* block_size (anchor-first) or block_size - 1 (fill-in) */
+    int mask_token_id;
+    int n_taps;
+    int tap_layers[FLINT_DRAFT_MAX_TAPS]; /* output-of-layer convention (DeepSpec target_layer_ids) */
+    int markov_rank;                      /* 0: no Markov head (DFlash) */
+    int has_confidence;
+    int confidence_with_markov;
+} flint_drafter_config;
+
+typedef struct flint_drafter_options {
+    int max_reqs;     /* requests drafted in one call (default 64) */
+    int max_rows;     /* most context rows encoded in one call (default: the target's max_rows) */
+    int n_threads;    /* 0: the target's */
+} flint_drafter_options;
+
+void flint_drafter_options_default(flint_drafter_options *o);
+
+typedef struct flint_drafter flint_drafter;
+
+/* Open a drafter directory and check it against the target: hidden size, vocabulary, tap layer
+ * range (the target's last layer is refused), mask token, layout. The KV block size and pool
+ * size follow the target's, so block ids are shared. Logs the layout at info level. */
+flint_drafter *flint_drafter_open(const char *dir, const flint_target *target, const flint_drafter_options *o,
+                                  flint_err *err);
+void flint_drafter_close(flint_drafter *d);
+const flint_drafter_config *flint_drafter_get_config(const flint_drafter *d);
+/* A one-line description: format, layout, block size, taps, heads (for logs and --json). */
+const char *flint_drafter_describe(const flint_drafter *d);
+
+/* Encode target taps into the context cache. taps is [n_rows][n_taps][hidden] in the order of
+ * config.tap_layers (what flint_target_forward returns for those tap_layers). Row r is written at
+ * position pos[r] of sequence row_seq[r]. */
+typedef struct flint_drafter_ctx_batch {
+    int n_rows;
+    const float *taps;
+    const int32_t *pos;
+    const int32_t *row_seq;
+    int n_seqs;
+    const int32_t *const *block_tables;
+} flint_drafter_ctx_batch;
+
+int flint_drafter_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err);
+
+/* One draft request: anchor x0 at position pos (the context is positions < pos, already
+ * encoded), n_draft tokens wanted (1..max_draft). temperature 0 or greedy = 1: argmax drafts
+ * (q is then a point mass and not written); else x_k ~ q_k = softmax(L_k / temperature) drawn with
+ * the DRAFT stream keyed by (seed, position of x_k). */
+typedef struct flint_drafter_req {
+    int32_t anchor;
+    int32_t pos;
+    int32_t seq; /* index into block_tables */
+    int n_draft;
+    float temperature;
+    int greedy;
+    uint64_t seed;
+} flint_drafter_req;
+
+/* Outputs, each indexed [req][k] with stride max_draft (and [req][k][vocab] for q / logits).
+ * q, logits, base_logits and confidence may be NULL when not wanted. */
+typedef struct flint_drafter_out {
+    int32_t *tokens;     /* [n_reqs][max_draft] target-vocabulary ids */
+    float *q;            /* [n_reqs][max_draft][vocab_size] draft distributions (probabilistic) */
+    float *confidence;   /* [n_reqs][max_draft] sigmoid outputs; 1 when the head is absent */
+    float *logits;       /* [n_reqs][max_draft][draft_vocab_size] Markov-corrected L_k (tests) */
+    float *base_logits;  /* [n_reqs][max_draft][draft_vocab_size] U_k before the Markov bias (tests) */
+} flint_drafter_out;
+
+int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
+                        const int32_t *const *block_tables, int n_seqs, flint_drafter_out *out, flint_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,148 @@
+/* The engine and session API: the only interface server/ and evals/ use to reach the models
+ * (DESIGN.md sections 1, 2 and 4). One engine owns the target, the optional DSpark drafter, the
+ * tokenizer, the shared KV block pool and every session. It is single-threaded by design: the
+ * server's engine thread calls it, nothing else does.
+ *
+ * A step (flint_engine_step) does, in order: prefill chunks of new sessions (at most
+ * prefill_chunk prompt rows per step, so a long prompt never stalls running streams for more
+ * than one chunk), then one speculative step for every running session together:
+ * draft -> one target verify forward -> lossless acceptance -> commit (target KV and drafter
+ * context advance by accepted + 1; rejected rows are never encoded). Stop conditions inside the
+ * accepted prefix end a session at the right token. */
+#ifndef FLINT_VERIFIER_ENGINE_H
+#define FLINT_VERIFIER_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/tokenizer.h"
+#include "sampler/sampler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLINT_MAX_DRAFT 16
+#define FLINT_MAX_STOP 8
+
+typedef struct flint_engine_options {
+    const char *model_dir;
+    const char *drafter_dir;    /* NULL: no speculation */
+    int num_speculative_tokens; /* K; 0 = the drafter's maximum */
+    int draft_greedy;           /* draft_sample_method "greedy" (argmax drafts) instead of "probabilistic" */
+    int max_seqs;               /* sessions running at once (default 64) */
+    int max_model_len;          /* prompt + output limit; 0 = the model's max_position_embeddings */
+    int prefill_chunk;          /* prompt rows per step (default 512) */
+    int kv_block_size;          /* default 16 */
+    int kv_blocks;              /* 0 = enough for max_seqs sessions of max_model_len */
+    int n_threads;              /* 0 = every core */
+} flint_engine_options;
+
+void flint_engine_options_default(flint_engine_options *o);
+
+/* Per-request speculative statistics (pooled ones have the same shape). AL = 1 + accepted /
+ * steps counts the bonus token; position i counts when at least i + 1 drafts were accepted. */
+typedef struct flint_spec_stats {
+    int64_t steps;          /* verify steps that carried at least one draft */
+    int64_t draft_tokens;   /* drafts proposed */
+    int64_t accepted;       /* drafts accepted (up to a stop condition) */
+    int64_t emitted;        /* tokens emitted by those steps */
+    int64_t hist[FLINT_MAX_DRAFT + 1];          /* steps by number of accepted drafts */
+    int64_t accepted_per_pos[FLINT_MAX_DRAFT];  /* steps with at least i + 1 accepted */
+    int64_t drafted_per_pos[FLINT_MAX_DRAFT];   /* steps that proposed at least i + 1 drafts */
+} flint_spec_stats;
+
+double flint_spec_stats_mean_al(const flint_spec_stats *s);
+double flint_spec_stats_acceptance_rate(const flint_spec_stats *s);
+void flint_spec_stats_add(flint_spec_stats *into, const flint_spec_stats *s);
+
+typedef struct flint_request_params {
+    flint_sampling_params sampling;
+    int max_tokens;           /* > 0 */
+    int ignore_eos;
+    int speculative;          /* 1 (default): draft when the engine has a drafter; 0: plain decode */
+    int max_draft;            /* per-request cap on the draft length; 0 = the engine's K */
+    int n_stop;
+    const char *stop[FLINT_MAX_STOP]; /* stop strings (copied); the output ends before them */
+    int n_stop_ids;
+    int32_t stop_ids[FLINT_MAX_STOP]; /* extra stop token ids (emitted, then the session ends) */
+    int skip_special;         /* decode without special tokens (default 1) */
+} flint_request_params;
+
+void flint_request_params_default(flint_request_params *p);
+
+typedef enum {
+    FLINT_FINISH_NONE = 0,
+    FLINT_FINISH_STOP,      /* EOS, a stop token or a stop string */
+    FLINT_FINISH_LENGTH,    /* max_tokens or the context limit */
+    FLINT_FINISH_CANCELLED, /* flint_engine_cancel */
+} flint_finish_reason;
+
+const char *flint_finish_reason_name(flint_finish_reason r);
+
+typedef struct flint_engine flint_engine;
+
+flint_engine *flint_engine_open(const flint_engine_options *o, flint_err *err);
+void flint_engine_close(flint_engine *e);
+
+/* NULL when the model directory has no tokenizer.json (token ids only; no text, no stop strings). */
+const flint_tokenizer *flint_engine_tokenizer(const flint_engine *e);
+int flint_engine_max_model_len(const flint_engine *e);
+int flint_engine_vocab_size(const flint_engine *e);
+/* 1 when a drafter is loaded; its description (layout, taps, heads) or NULL. */
+int flint_engine_has_drafter(const flint_engine *e);
+const char *flint_engine_drafter_desc(const flint_engine *e);
+int flint_engine_num_speculative_tokens(const flint_engine *e);
+
+/* Add a session. The prompt is copied. Returns the session id (>= 0) or -1 with err:
+ * FLINT_ERR_INVALID for a request that can never run (empty prompt, prompt + max_tokens over the
+ * context, bad sampling parameters), FLINT_ERR_NOMEM when every session slot is taken. */
+int flint_engine_add(flint_engine *e, const int32_t *prompt, int n_prompt, const flint_request_params *p,
+                     flint_err *err);
+/* Stop a session; its slot and KV blocks are freed at the start of the next step. */
+void flint_engine_cancel(flint_engine *e, int sid);
+/* Sessions not finished (prefilling or running). */
+int flint_engine_active(const flint_engine *e);
+int flint_engine_kv_blocks_free(const flint_engine *e);
+int flint_engine_kv_blocks_total(const flint_engine *e);
+
+/* What one step produced for one session. tokens/text point into engine memory, valid until the
+ * next step. A finished session's slot is freed by that next step. */
+typedef struct flint_step_event {
+    int sid;
+    int n_tokens;
+    const int32_t *tokens;     /* emitted this step (after stop truncation) */
+    const char *text;          /* their text (stop strings cut, held-back partial matches released later) */
+    size_t text_len;
+    flint_finish_reason finish; /* NONE while running */
+    int prompt_tokens;
+    int completion_tokens;     /* so far */
+    const flint_spec_stats *stats;
+} flint_step_event;
+
+/* Run one step. *events receives an array of *n_events entries (engine memory). Returns -1 on an
+ * internal error, after which the engine should be closed. */
+int flint_engine_step(flint_engine *e, const flint_step_event **events, int *n_events, flint_err *err);
+
+/* Pooled statistics over every step so far. */
+const flint_spec_stats *flint_engine_stats(const flint_engine *e);
+
+/* ==== shared by the commands and the server ==== */
+
+/* vLLM's --speculative-config shape: {"model": DIR, "method": "dspark", "num_speculative_tokens":
+ * K, "draft_sample_method": "probabilistic" | "greedy"}. Sets drafter_dir (a malloc'd copy returned
+ * in *owned for the caller to free), num_speculative_tokens and draft_greedy. Unknown keys and
+ * wrong types are errors. */
+int flint_spec_config_parse(const char *json, flint_engine_options *o, char **owned, flint_err *err);
+
+/* The `speculative` object of usage (DESIGN.md section 7): num_spec_steps, num_draft_tokens,
+ * num_accepted_draft_tokens, mean_acceptance_length, draft_acceptance_rate,
+ * acceptance_histogram [K + 1], accepted_per_position [K]. Returns a cJSON object. */
+struct cJSON;
+struct cJSON *flint_spec_stats_json(const flint_spec_stats *s, int K);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,74 @@
+/* The engine's state, shared by engine.c (open/close), session.c (admission, stop conditions,
+ * text) and step.c (prefill and the speculative step). Not part of the interface. */
+#ifndef FLINT_VERIFIER_ENGINE_INTERNAL_H
+#define FLINT_VERIFIER_ENGINE_INTERNAL_H
+
+#include "drafter/drafter.h"
+#include "target/target.h"
+#include "verifier/engine.h"
+
+typedef enum { S_FREE = 0, S_QUEUED, S_PREFILL, S_RUNNING, S_DONE } sstate;
+
+typedef struct session {
+    sstate st;
+    int cancelled;
+    uint64_t order; /* admission order: FIFO among queued sessions */
+    flint_request_params p;
+    char *stop_store[FLINT_MAX_STOP];
+    size_t max_stop_len;
+    int32_t *tokens; /* prompt then output, [max_model_len] */
+    int n_prompt, n_tokens, n_prefilled;
+    int32_t *blocks; /* block table, [blocks_per_seq] */
+    int n_blocks;
+    int32_t anchor; /* last emitted token, at position pos */
+    int pos;
+    flint_detok dt;
+    char *text; /* output text so far (stop strings cut) */
+    size_t text_len, text_cap, text_sent;
+    flint_spec_stats stats;
+    flint_finish_reason finish;
+    int32_t emit[FLINT_MAX_DRAFT + 1];
+    int n_emit;
+    int k; /* drafts this step */
+} session;
+
+struct flint_engine {
+    flint_engine_options o;
+    flint_tokenizer *tok;
+    flint_target *tgt;
+    flint_drafter *dft;
+    flint_kv_alloc *kv;
+    const flint_target_config *tc;
+    int V, H, K, n_taps, max_len, bs, blocks_per_seq, max_rows;
+    int dmax; /* the drafter's max_draft: the stride of its per-request outputs */
+    int32_t tap_layers[FLINT_DRAFT_MAX_TAPS];
+    int32_t eos[FLINT_MAX_EOS + 1];
+    int n_eos;
+    session *ss;
+    const int32_t **tables; /* [max_seqs] -> ss[i].blocks */
+    uint64_t next_order;
+    /* step scratch */
+    int32_t *row_tok, *row_pos, *row_seq, *logit_rows; /* [max_rows] */
+    float *logits;                                     /* [max_rows][V] */
+    float *taps;                                       /* [max_rows][n_taps][H] */
+    float *q;                                          /* [max_seqs][dmax][V] */
+    int32_t *drafts;                                   /* [max_seqs][dmax] */
+    flint_drafter_req *dreqs;                          /* [max_seqs] */
+    int *dreq_sid;
+    int *row0;                                         /* [max_seqs] first verify row of a session */
+    flint_sampler_scratch sc;
+    flint_step_event *events;
+    int n_events;
+    flint_spec_stats pooled;
+    char piece[8192];
+};
+
+/* session.c */
+void flint_engine_session_free(flint_engine *e, int sid);
+int flint_engine_admit(flint_engine *e);
+/* Apply the emitted tokens of one step in order: EOS, stop ids, stop strings, max_tokens, the
+ * context limit. Returns how many were kept; sets s->finish when the session ends. */
+int flint_engine_emit(flint_engine *e, session *s, const int32_t *toks, int n, flint_err *err);
+void flint_engine_push_event(flint_engine *e, int sid);
+
+#endif

@@ -1,0 +1,190 @@
+/* Sessions: adding and validating requests, admission to the KV pool, stop conditions over the
+ * emitted tokens, and the output text with stop strings cut and partial matches held back until
+ * they resolve (a streamed client never sees text that a stop string later removes). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "verifier/engine_internal.h"
+
+int flint_engine_add(flint_engine *e, const int32_t *prompt, int n_prompt, const flint_request_params *p,
+                     flint_err *err) {
+    if (n_prompt < 1) return flint_err_set(err, FLINT_ERR_INVALID, "the prompt is empty");
+    if (p->max_tokens < 1) return flint_err_set(err, FLINT_ERR_INVALID, "max_tokens must be at least 1 (got %d)", p->max_tokens);
+    if ((long)n_prompt + p->max_tokens > e->max_len)
+        return flint_err_set(err, FLINT_ERR_INVALID, "the prompt (%d tokens) plus max_tokens (%d) exceeds the "
+                             "model's context of %d tokens", n_prompt, p->max_tokens, e->max_len);
+    if (flint_sampling_params_check(&p->sampling, err)) return -1;
+    if (p->n_stop < 0 || p->n_stop > FLINT_MAX_STOP || p->n_stop_ids < 0 || p->n_stop_ids > FLINT_MAX_STOP)
+        return flint_err_set(err, FLINT_ERR_INVALID, "at most %d stop strings and %d stop token ids", FLINT_MAX_STOP,
+                             FLINT_MAX_STOP);
+    if (p->max_draft < 0) return flint_err_set(err, FLINT_ERR_INVALID, "max draft length must be >= 0");
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= e->V)
+            return flint_err_set(err, FLINT_ERR_INVALID, "prompt token %d (id %d) is outside the vocabulary", i, prompt[i]);
+    for (int i = 0; i < p->n_stop; i++)
+        if (!p->stop[i] || !p->stop[i][0]) return flint_err_set(err, FLINT_ERR_INVALID, "stop strings must not be empty");
+    if (p->n_stop && !e->tok)
+        return flint_err_set(err, FLINT_ERR_INVALID, "stop strings need a tokenizer; this model has no tokenizer.json");
+    int sid = -1;
+    for (int i = 0; i < e->o.max_seqs; i++)
+        if (e->ss[i].st == S_FREE) {
+            sid = i;
+            break;
+        }
+    if (sid < 0) return flint_err_set(err, FLINT_ERR_NOMEM, "all %d session slots are busy", e->o.max_seqs);
+    session *s = &e->ss[sid];
+    int32_t *tokens = s->tokens, *blocks = s->blocks;
+    char *text = s->text;
+    size_t text_cap = s->text_cap;
+    char *keep[FLINT_MAX_STOP];
+    memcpy(keep, s->stop_store, sizeof keep);
+    memset(s, 0, sizeof *s);
+    s->tokens = tokens;
+    s->blocks = blocks;
+    s->text = text;
+    s->text_cap = text_cap;
+    memcpy(s->stop_store, keep, sizeof keep);
+    s->p = *p;
+    for (int i = 0; i < p->n_stop; i++) {
+        free(s->stop_store[i]);
+        s->stop_store[i] = flint_xstrdup(p->stop[i]);
+        s->p.stop[i] = s->stop_store[i];
+        size_t l = strlen(p->stop[i]);
+        if (l > s->max_stop_len) s->max_stop_len = l;
+    }
+    memcpy(s->tokens, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    s->n_prompt = s->n_tokens = n_prompt;
+    s->st = S_QUEUED;
+    s->order = e->next_order++;
+    if (e->tok) flint_detok_init(&s->dt, e->tok, p->skip_special);
+    return sid;
+}
+
+void flint_engine_cancel(flint_engine *e, int sid) {
+    if (sid < 0 || sid >= e->o.max_seqs) return;
+    session *s = &e->ss[sid];
+    if (s->st == S_FREE) return;
+    s->cancelled = 1;
+}
+
+void flint_engine_session_free(flint_engine *e, int sid) {
+    session *s = &e->ss[sid];
+    for (int i = 0; i < s->n_blocks; i++) flint_kv_alloc_release(e->kv, s->blocks[i]);
+    s->n_blocks = 0;
+    if (e->tok) flint_detok_free(&s->dt); /* a stream cut by a stop string or a cancel is never flushed */
+    s->st = S_FREE;
+}
+
+/* Queued sessions take every block their whole request can need (prompt + max_tokens), oldest
+ * first; one that does not fit waits, and so do the ones behind it (no starvation). */
+int flint_engine_admit(flint_engine *e) {
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < e->o.max_seqs; i++)
+            if (e->ss[i].st == S_QUEUED && !e->ss[i].cancelled && (best < 0 || e->ss[i].order < e->ss[best].order))
+                best = i;
+        if (best < 0) return 0;
+        session *s = &e->ss[best];
+        int need = (s->n_prompt + s->p.max_tokens + e->bs - 1) / e->bs;
+        if (need > flint_kv_alloc_free_count(e->kv)) return 0;
+        for (int i = 0; i < need; i++) s->blocks[i] = flint_kv_alloc_take(e->kv);
+        s->n_blocks = need;
+        s->st = S_PREFILL;
+    }
+}
+
+static int is_eos(const flint_engine *e, int32_t t) {
+    for (int i = 0; i < e->n_eos; i++)
+        if (e->eos[i] == t) return 1;
+    return 0;
+}
+
+static void text_append(session *s, const char *p, size_t n) {
+    if (s->text_len + n + 1 > s->text_cap) {
+        size_t cap = s->text_cap ? s->text_cap : 256;
+        while (cap < s->text_len + n + 1) cap *= 2;
+        s->text = flint_xrealloc(s->text, cap);
+        s->text_cap = cap;
+    }
+    memcpy(s->text + s->text_len, p, n);
+    s->text_len += n;
+    s->text[s->text_len] = 0;
+}
+
+/* The earliest stop string that now occurs in the text, searched only where new text could
+ * complete one. Returns its offset or -1. */
+static long find_stop(const session *s, size_t old_len) {
+    long best = -1;
+    for (int i = 0; i < s->p.n_stop; i++) {
+        size_t l = strlen(s->p.stop[i]);
+        size_t from = old_len >= l ? old_len - l + 1 : 0;
+        if (from > s->text_len) continue;
+        const char *hit = strstr(s->text + from, s->p.stop[i]);
+        /* strstr stops at NUL: output text holds none, as decoded text never contains NUL bytes
+         * except from a NUL token, which is then simply not matched past */
+        if (hit && (best < 0 || hit - s->text < best)) best = hit - s->text;
+    }
+    return best;
+}
+
+int flint_engine_emit(flint_engine *e, session *s, const int32_t *toks, int n, flint_err *err) {
+    int kept = 0, cut = 0;
+    for (int i = 0; i < n && s->finish == FLINT_FINISH_NONE; i++) {
+        int32_t t = toks[i];
+        s->tokens[s->n_tokens++] = t;
+        s->emit[s->n_emit++] = t;
+        kept++;
+        int gen = s->n_tokens - s->n_prompt;
+        int stop_tok = !s->p.ignore_eos && is_eos(e, t);
+        for (int j = 0; j < s->p.n_stop_ids && !stop_tok; j++) stop_tok = s->p.stop_ids[j] == t;
+        if (stop_tok) {
+            s->finish = FLINT_FINISH_STOP;
+            break;
+        }
+        int w = e->tok ? flint_detok_push(&s->dt, t, e->piece, sizeof e->piece, err) : 0;
+        if (w < 0) return -1;
+        size_t old = s->text_len;
+        text_append(s, e->piece, (size_t)w);
+        if (s->p.n_stop) {
+            long at = find_stop(s, old);
+            if (at >= 0) {
+                s->text_len = (size_t)at;
+                s->text[at] = 0;
+                s->finish = FLINT_FINISH_STOP;
+                cut = 1;
+                break;
+            }
+        }
+        if (gen >= s->p.max_tokens || s->n_tokens >= e->max_len) s->finish = FLINT_FINISH_LENGTH;
+    }
+    if (s->finish != FLINT_FINISH_NONE && !cut) { /* the last bytes of an unfinished character */
+        int w = e->tok ? flint_detok_flush(&s->dt, e->piece, sizeof e->piece, err) : 0;
+        if (w < 0) return -1;
+        text_append(s, e->piece, (size_t)w);
+    }
+    return kept;
+}
+
+void flint_engine_push_event(flint_engine *e, int sid) {
+    session *s = &e->ss[sid];
+    size_t upto = s->text_len;
+    if (s->finish == FLINT_FINISH_NONE && s->max_stop_len > 1) {
+        /* hold back what could still become the start of a stop string */
+        size_t hold = s->max_stop_len - 1;
+        upto = s->text_len > hold ? s->text_len - hold : 0;
+        while (upto > s->text_sent && ((unsigned char)s->text[upto] & 0xC0) == 0x80) upto--; /* whole characters */
+        if (upto < s->text_sent) upto = s->text_sent;
+    }
+    flint_step_event *ev = &e->events[e->n_events++];
+    ev->sid = sid;
+    ev->n_tokens = s->n_emit;
+    ev->tokens = s->emit;
+    ev->text = s->text + s->text_sent;
+    ev->text_len = upto - s->text_sent;
+    s->text_sent = upto;
+    ev->finish = s->finish;
+    ev->prompt_tokens = s->n_prompt;
+    ev->completion_tokens = s->n_tokens - s->n_prompt;
+    ev->stats = &s->stats;
+}

@@ -1,0 +1,79 @@
+/* The speculative config of the commands and the server (vLLM's JSON shape) and the statistics
+ * object that --json output and usage.speculative share, so both report the same fields. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "verifier/engine.h"
+
+int flint_spec_config_parse(const char *json, flint_engine_options *o, char **owned, flint_err *err) {
+    *owned = NULL;
+    cJSON *j = cJSON_Parse(json);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return flint_err_set(err, FLINT_ERR_INVALID, "--speculative-config is not a JSON object: %s", json);
+    }
+    int rc = -1;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, j) {
+        const char *k = it->string;
+        if (!strcmp(k, "model")) {
+            if (!cJSON_IsString(it) || !it->valuestring[0]) {
+                flint_err_set(err, FLINT_ERR_INVALID, "speculative config: \"model\" must be a directory path");
+                goto done;
+            }
+        } else if (!strcmp(k, "method")) {
+            if (!cJSON_IsString(it) || (strcmp(it->valuestring, "dspark") && strcmp(it->valuestring, "dflash"))) {
+                flint_err_set(err, FLINT_ERR_UNSUPPORTED, "speculative config: method %s%s%s is not supported (dspark, "
+                              "dflash)", cJSON_IsString(it) ? "\"" : "", cJSON_IsString(it) ? it->valuestring : "?",
+                              cJSON_IsString(it) ? "\"" : "");
+                goto done;
+            }
+        } else if (!strcmp(k, "num_speculative_tokens")) {
+            if (!cJSON_IsNumber(it) || it->valuedouble != (int)it->valuedouble || it->valueint < 1 ||
+                it->valueint > FLINT_MAX_DRAFT) {
+                flint_err_set(err, FLINT_ERR_INVALID, "speculative config: num_speculative_tokens must be an integer "
+                              "in 1..%d", FLINT_MAX_DRAFT);
+                goto done;
+            }
+            o->num_speculative_tokens = it->valueint;
+        } else if (!strcmp(k, "draft_sample_method")) {
+            if (!cJSON_IsString(it) || (strcmp(it->valuestring, "probabilistic") && strcmp(it->valuestring, "greedy"))) {
+                flint_err_set(err, FLINT_ERR_INVALID, "speculative config: draft_sample_method must be \"probabilistic\" "
+                              "or \"greedy\"");
+                goto done;
+            }
+            o->draft_greedy = !strcmp(it->valuestring, "greedy");
+        } else {
+            flint_err_set(err, FLINT_ERR_INVALID, "speculative config: unknown key \"%s\"", k);
+            goto done;
+        }
+    }
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
+    if (!m) {
+        flint_err_set(err, FLINT_ERR_INVALID, "speculative config: \"model\" (the drafter directory) is required");
+        goto done;
+    }
+    *owned = flint_xstrdup(m->valuestring);
+    o->drafter_dir = *owned;
+    rc = 0;
+done:
+    cJSON_Delete(j);
+    return rc;
+}
+
+cJSON *flint_spec_stats_json(const flint_spec_stats *s, int K) {
+    if (K > FLINT_MAX_DRAFT) K = FLINT_MAX_DRAFT;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "num_spec_steps", (double)s->steps);
+    cJSON_AddNumberToObject(o, "num_draft_tokens", (double)s->draft_tokens);
+    cJSON_AddNumberToObject(o, "num_accepted_draft_tokens", (double)s->accepted);
+    cJSON_AddNumberToObject(o, "mean_acceptance_length", flint_spec_stats_mean_al(s));
+    cJSON_AddNumberToObject(o, "draft_acceptance_rate", flint_spec_stats_acceptance_rate(s));
+    cJSON *h = cJSON_AddArrayToObject(o, "acceptance_histogram");
+    for (int i = 0; i <= K; i++) cJSON_AddItemToArray(h, cJSON_CreateNumber((double)s->hist[i]));
+    cJSON *p = cJSON_AddArrayToObject(o, "accepted_per_position");
+    for (int i = 0; i < K; i++) cJSON_AddItemToArray(p, cJSON_CreateNumber((double)s->accepted_per_pos[i]));
+    return o;
+}

@@ -1,0 +1,211 @@
+/* One engine step (see engine.h and engine.c's banner): retire, admit, prefill chunks, then the
+ * speculative step for every running session in one drafter call and one target forward. */
+#include <string.h>
+
+#include "core/log.h"
+#include "verifier/engine_internal.h"
+
+/* Sample the first output token after a completed prefill (SAMPLE stream at its position). */
+static int start_session(flint_engine *e, int sid, const float *logits, flint_err *err) {
+    session *s = &e->ss[sid];
+    int32_t t = flint_sampler_sample(&s->p.sampling, logits, e->V, s->n_prompt, &e->sc);
+    if (flint_engine_emit(e, s, &t, 1, err) < 0) return -1;
+    s->anchor = t;
+    s->pos = s->n_prompt;
+    s->st = S_RUNNING;
+    return 0;
+}
+
+/* Prompt rows of prefilling sessions, oldest first, at most prefill_chunk rows in one forward. */
+static int prefill(flint_engine *e, flint_err *err) {
+    int R = 0, n_logit = 0, budget = e->o.prefill_chunk;
+    int done_sid[64], n_done = 0; /* sessions whose prompt completes in this forward */
+    unsigned char in_batch[4096] = {0};
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < e->o.max_seqs; i++) {
+            session *s = &e->ss[i];
+            if (s->st == S_PREFILL && !s->cancelled && s->n_prefilled < s->n_prompt && !in_batch[i] &&
+                (best < 0 || s->order < e->ss[best].order))
+                best = i;
+        }
+        if (best < 0 || budget == 0 || n_done == 64) break;
+        session *s = &e->ss[best];
+        int n = s->n_prompt - s->n_prefilled;
+        if (n > budget) n = budget;
+        for (int i = 0; i < n; i++) {
+            e->row_tok[R + i] = s->tokens[s->n_prefilled + i];
+            e->row_pos[R + i] = s->n_prefilled + i;
+            e->row_seq[R + i] = best;
+        }
+        s->n_prefilled += n;
+        budget -= n;
+        R += n;
+        in_batch[best] = 1;
+        if (s->n_prefilled == s->n_prompt) {
+            e->logit_rows[n_logit++] = R - 1;
+            done_sid[n_done++] = best;
+        }
+    }
+    if (R == 0) return 0;
+    flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
+                            .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = n_logit,
+                            .logit_rows = e->logit_rows, .logits = e->logits, .n_taps = e->dft ? e->n_taps : 0,
+                            .tap_layers = e->tap_layers, .taps = e->taps};
+    if (flint_target_forward(e->tgt, &b, err)) return -1;
+    if (e->dft) {
+        flint_drafter_ctx_batch cb = {.n_rows = R, .taps = e->taps, .pos = e->row_pos, .row_seq = e->row_seq,
+                                      .n_seqs = e->o.max_seqs, .block_tables = e->tables};
+        if (flint_drafter_encode(e->dft, &cb, err)) return -1;
+    }
+    for (int i = 0; i < n_done; i++) {
+        if (start_session(e, done_sid[i], e->logits + (size_t)i * e->V, err)) return -1;
+        flint_engine_push_event(e, done_sid[i]);
+    }
+    return 0;
+}
+
+/* Draft length for a running session this step: the engine's K, capped by the request, by the
+ * tokens it may still emit (a step emits k + 1) and by the context. */
+static int draft_len(const flint_engine *e, const session *s) {
+    if (!e->dft || !s->p.speculative) return 0;
+    int k = e->K;
+    if (s->p.max_draft && s->p.max_draft < k) k = s->p.max_draft;
+    int left = s->p.max_tokens - (s->n_tokens - s->n_prompt);
+    if (k > left - 1) k = left - 1;
+    if (k > e->max_len - 2 - s->pos) k = e->max_len - 2 - s->pos;
+    return k > 0 ? k : 0;
+}
+
+static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err) {
+    int n_d = 0, R = 0;
+    for (int i = 0; i < e->o.max_seqs; i++) {
+        session *s = &e->ss[i];
+        s->k = 0;
+        if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
+        s->k = draft_len(e, s);
+        if (s->k > 0) {
+            e->dreqs[n_d] = (flint_drafter_req){.anchor = s->anchor, .pos = s->pos, .seq = i, .n_draft = s->k,
+                                                .temperature = s->p.sampling.temperature,
+                                                .greedy = e->o.draft_greedy, .seed = s->p.sampling.seed};
+            e->dreq_sid[n_d++] = i;
+        }
+    }
+    if (n_d > 0) {
+        flint_drafter_out out = {.tokens = e->drafts, .q = e->o.draft_greedy ? NULL : e->q};
+        if (flint_drafter_draft(e->dft, n_d, e->dreqs, e->tables, e->o.max_seqs, &out, err)) return -1;
+    }
+    /* verify rows: [anchor, drafts] per running session */
+    int di = 0;
+    for (int i = 0; i < e->o.max_seqs; i++) {
+        session *s = &e->ss[i];
+        if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
+        e->row0[i] = R;
+        e->row_tok[R] = s->anchor;
+        e->row_pos[R] = s->pos;
+        e->row_seq[R] = i;
+        R++;
+        if (s->k > 0) {
+            const int32_t *x = e->drafts + (size_t)di * e->dmax;
+            for (int j = 0; j < s->k; j++, R++) {
+                e->row_tok[R] = x[j];
+                e->row_pos[R] = s->pos + 1 + j;
+                e->row_seq[R] = i;
+            }
+            di++; /* drafts and q are indexed in session order */
+        }
+    }
+    if (R == 0) return 0;
+    for (int r = 0; r < R; r++) e->logit_rows[r] = r;
+    flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
+                            .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = R,
+                            .logit_rows = e->logit_rows, .logits = e->logits, .n_taps = e->dft ? e->n_taps : 0,
+                            .tap_layers = e->tap_layers, .taps = e->taps};
+    if (flint_target_forward(e->tgt, &b, err)) return -1;
+
+    /* accept, emit, and gather the context rows to commit */
+    int C = 0;
+    di = 0;
+    for (int i = 0; i < e->o.max_seqs; i++) {
+        session *s = &e->ss[i];
+        if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
+        int r0 = e->row0[i], k = s->k, acc;
+        int32_t out[FLINT_MAX_DRAFT + 1];
+        const float *lg = e->logits + (size_t)r0 * e->V;
+        if (k == 0) {
+            out[0] = flint_sampler_sample(&s->p.sampling, lg, e->V, s->pos + 1, &e->sc);
+            acc = 0;
+        } else {
+            const float *q = e->o.draft_greedy ? NULL : e->q + (size_t)di * e->dmax * e->V;
+            acc = flint_accept_draft(&s->p.sampling, k, e->row_tok + r0 + 1, q, lg, e->V, s->pos + 1, &e->sc, out);
+            di++;
+        }
+        int kept = flint_engine_emit(e, s, out, acc + 1, err);
+        if (kept < 0) return -1;
+        if (k > 0) {
+            int a = kept < acc ? kept : acc; /* drafts accepted up to a stop condition */
+            flint_spec_stats st = {0};
+            st.steps = 1;
+            st.draft_tokens = k;
+            st.accepted = a;
+            st.emitted = kept;
+            st.hist[a] = 1;
+            for (int j = 0; j < a; j++) st.accepted_per_pos[j] = 1;
+            for (int j = 0; j < k; j++) st.drafted_per_pos[j] = 1;
+            flint_spec_stats_add(&s->stats, &st);
+            flint_spec_stats_add(&e->pooled, &st);
+        }
+        if (s->finish == FLINT_FINISH_NONE) {
+            /* commit: rows [anchor, x_1..x_acc] become context; the emitted token is the next anchor */
+            if (e->dft)
+                for (int j = 0; j <= acc; j++) {
+                    int src = r0 + j;
+                    if (C != src)
+                        memmove(e->taps + (size_t)C * e->n_taps * e->H, e->taps + (size_t)src * e->n_taps * e->H,
+                                sizeof(float) * e->n_taps * e->H);
+                    e->row_pos[C] = e->row_pos[src];
+                    e->row_seq[C] = i;
+                    C++;
+                }
+            s->pos += acc + 1;
+            s->anchor = out[acc];
+        }
+        flint_engine_push_event(e, i);
+    }
+    if (e->dft && C > 0) {
+        flint_drafter_ctx_batch cb = {.n_rows = C, .taps = e->taps, .pos = e->row_pos, .row_seq = e->row_seq,
+                                      .n_seqs = e->o.max_seqs, .block_tables = e->tables};
+        if (flint_drafter_encode(e->dft, &cb, err)) return -1;
+    }
+    return 0;
+}
+
+int flint_engine_step(flint_engine *e, const flint_step_event **events, int *n_events, flint_err *err) {
+    e->n_events = 0;
+    unsigned char fresh[4096];
+    for (int i = 0; i < e->o.max_seqs; i++) {
+        session *s = &e->ss[i];
+        fresh[i] = 0;
+        s->n_emit = 0;
+        if (s->st == S_DONE) {
+            flint_engine_session_free(e, i);
+            continue;
+        }
+        if (s->st != S_FREE && s->cancelled) {
+            s->finish = FLINT_FINISH_CANCELLED;
+            flint_engine_push_event(e, i);
+            flint_engine_session_free(e, i);
+        }
+    }
+    flint_engine_admit(e);
+    if (prefill(e, err)) return -1;
+    for (int i = 0; i < e->n_events; i++) fresh[e->events[i].sid] = e->ss[e->events[i].sid].st == S_RUNNING;
+    if (spec_step(e, fresh, err)) return -1;
+    for (int i = 0; i < e->n_events; i++) {
+        session *s = &e->ss[e->events[i].sid];
+        if (s->finish != FLINT_FINISH_NONE && s->st != S_FREE) s->st = S_DONE;
+    }
+    *events = e->events;
+    *n_events = e->n_events;
+    return 0;
+}
