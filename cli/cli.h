@@ -6,5 +6,12 @@
 int flint_cmd_generate(int argc, char **argv);
 int flint_cmd_tokenize(int argc, char **argv);
 int flint_cmd_convert(int argc, char **argv);
+/* server/ (built when the server module has sources: FLINT_HAVE_server) */
+int flint_cmd_serve(int argc, char **argv);
+int flint_cmd_load(int argc, char **argv);
+/* evals/ (FLINT_HAVE_evals) */
+int flint_cmd_eval(int argc, char **argv);
+int flint_cmd_ab(int argc, char **argv);
+int flint_cmd_bench(int argc, char **argv);
 
 #endif

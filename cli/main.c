@@ -13,6 +13,15 @@ static const struct {
     {"generate", flint_cmd_generate, "generate text from a prompt with a model directory"},
     {"tokenize", flint_cmd_tokenize, "print the token ids of text read on stdin"},
     {"convert", flint_cmd_convert, "convert a checkpoint to a Hugging Face style directory"},
+#ifdef FLINT_HAVE_server
+    {"serve", flint_cmd_serve, "serve the OpenAI-compatible API with speculative decoding"},
+    {"load", flint_cmd_load, "HTTP load generator against a running server"},
+#endif
+#ifdef FLINT_HAVE_evals
+    {"eval", flint_cmd_eval, "acceptance-length evaluation of a drafter on prompt sets"},
+    {"ab", flint_cmd_ab, "paired A/B test of two drafter checkpoints"},
+    {"bench", flint_cmd_bench, "step-level benchmark over batch size x draft length"},
+#endif
 };
 
 static void usage(FILE *f) {

@@ -37,6 +37,12 @@ typedef struct flint_engine_options {
     int kv_block_size;          /* default 16 */
     int kv_blocks;              /* 0 = enough for max_seqs sessions of max_model_len */
     int n_threads;              /* 0 = every core */
+    /* Benchmarks only (flint bench --synthetic-*): when set, a step accepts draft i with
+     * probability synthetic_rates[i] given the earlier ones were accepted (keyed by seed and
+     * position, so runs repeat), whatever the target says; output tokens are then meaningless
+     * but the work per step is the real one. Never set by the server or evals. */
+    int synthetic;
+    float synthetic_rates[FLINT_MAX_DRAFT];
 } flint_engine_options;
 
 void flint_engine_options_default(flint_engine_options *o);

@@ -77,6 +77,18 @@ static int draft_len(const flint_engine *e, const session *s) {
     return k > 0 ? k : 0;
 }
 
+/* Benchmark mode: the accepted count follows the configured per-position rates; the emitted
+ * token after the accepted drafts is the target's argmax at that row (any valid token would do). */
+static int synthetic_accept(flint_engine *e, const session *s, int k, const int32_t *drafts, const float *lg,
+                            int32_t *out) {
+    int a = 0;
+    while (a < k && flint_rng_uniform(s->p.sampling.seed, s->pos + 1 + a, FLINT_RNG_ACCEPT, 1) < e->o.synthetic_rates[a])
+        a++;
+    for (int j = 0; j < a; j++) out[j] = drafts[j];
+    out[a] = flint_argmax(lg + (size_t)a * e->V, e->V);
+    return a;
+}
+
 static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err) {
     int n_d = 0, R = 0;
     for (int i = 0; i < e->o.max_seqs; i++) {
@@ -138,6 +150,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         } else {
             const float *q = e->o.draft_greedy ? NULL : e->q + (size_t)di * e->dmax * e->V;
             acc = flint_accept_draft(&s->p.sampling, k, e->row_tok + r0 + 1, q, lg, e->V, s->pos + 1, &e->sc, out);
+            if (e->o.synthetic) acc = synthetic_accept(e, s, k, e->row_tok + r0 + 1, lg, out);
             di++;
         }
         int kept = flint_engine_emit(e, s, out, acc + 1, err);
