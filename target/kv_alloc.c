@@ -50,3 +50,8 @@ void flint_kv_alloc_release(flint_kv_alloc *a, int32_t block) {
     FLINT_ASSERT(block >= 0 && block < a->n_blocks && a->refs[block] > 0);
     if (--a->refs[block] == 0) a->free_list[a->n_free++] = block;
 }
+
+int flint_kv_alloc_refs(const flint_kv_alloc *a, int32_t block) {
+    FLINT_ASSERT(block >= 0 && block < a->n_blocks);
+    return a->refs[block];
+}

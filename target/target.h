@@ -110,6 +110,7 @@ int flint_kv_alloc_free_count(const flint_kv_alloc *a);
 int32_t flint_kv_alloc_take(flint_kv_alloc *a);
 void flint_kv_alloc_ref(flint_kv_alloc *a, int32_t block);
 void flint_kv_alloc_release(flint_kv_alloc *a, int32_t block);
+int flint_kv_alloc_refs(const flint_kv_alloc *a, int32_t block);
 
 #ifdef __cplusplus
 }

@@ -229,6 +229,107 @@ static void test_stops_and_errors(void) {
     flint_engine_close(e);
 }
 
+/* Prefix caching: a repeated or extended prompt reuses cached blocks (reported as cached tokens),
+ * outputs equal a run with caching off, and a pool too small to keep everything evicts safely. */
+static void test_prefix_cache(void) {
+    enum { N = 120, T = 24 };
+    static int32_t p1[N + T + 20];
+    unsigned x = 99;
+    for (int i = 0; i < N; i++) x = x * 1103515245u + 12345u, p1[i] = 3 + (int32_t)((x >> 8) % 500);
+    int32_t out_on[3][T], out_off[3][T];
+    int cached[3] = {0};
+    for (int on = 0; on <= 1; on++) {
+        flint_engine_options o;
+        flint_engine_options_default(&o);
+        o.model_dir = TGT;
+        o.drafter_dir = DFT;
+        o.max_seqs = 4;
+        o.max_model_len = 256;
+        o.enable_prefix_caching = on;
+        flint_err err = {0};
+        flint_engine *e = flint_engine_open(&o, &err);
+        CHECKF(e != NULL, "%s", err.msg);
+        if (!e) return;
+        flint_request_params prm;
+        flint_request_params_default(&prm);
+        prm.max_tokens = T;
+        prm.ignore_eos = 1;
+        prm.sampling.temperature = 0;
+        int lens[3] = {N, N, 0};
+        for (int r = 0; r < 3; r++) {
+            if (r == 2) { /* a second turn: the first prompt, its answer, then more tokens */
+                memcpy(p1 + N, on ? out_on[0] : out_off[0], sizeof(int32_t) * T);
+                for (int i = 0; i < 7; i++) p1[N + T + i] = 10 + i;
+                lens[2] = N + T + 7;
+            }
+            int sid = flint_engine_add(e, p1, lens[r], &prm, &err);
+            CHECKF(sid >= 0, "%s", err.msg);
+            int n = 0;
+            while (flint_engine_active(e)) {
+                const flint_step_event *ev;
+                int ne;
+                if (flint_engine_step(e, &ev, &ne, &err)) break;
+                for (int j = 0; j < ne; j++) {
+                    memcpy((on ? out_on[r] : out_off[r]) + n, ev[j].tokens, sizeof(int32_t) * ev[j].n_tokens);
+                    n += ev[j].n_tokens;
+                    if (on) cached[r] = ev[j].cached_tokens;
+                }
+            }
+            CHECK(n == T);
+            const flint_step_event *ev;
+            int ne;
+            flint_engine_step(e, &ev, &ne, &err);
+        }
+        if (on) {
+            int64_t q, h;
+            int blocks;
+            flint_engine_prefix_stats(e, &q, &h, &blocks);
+            CHECK(q > 0 && h == cached[1] + cached[2] && blocks > 0);
+        }
+        flint_engine_close(e);
+    }
+    CHECKF(cached[0] == 0 && cached[1] == (N - 1) / 16 * 16 && cached[2] >= N, "cached tokens %d %d %d", cached[0],
+           cached[1], cached[2]);
+    CHECK(!memcmp(out_on, out_off, sizeof out_on));
+
+    /* a pool of 24 blocks: sessions of up to 9 blocks cycle through it, evicting as they go */
+    flint_engine_options o;
+    flint_engine_options_default(&o);
+    o.model_dir = TGT;
+    o.drafter_dir = DFT;
+    o.max_seqs = 2;
+    o.max_model_len = 256;
+    o.kv_blocks = 24;
+    flint_err err = {0};
+    flint_engine *e = flint_engine_open(&o, &err);
+    CHECKF(e != NULL, "%s", err.msg);
+    if (!e) return;
+    flint_request_params prm;
+    flint_request_params_default(&prm);
+    prm.max_tokens = 16;
+    prm.ignore_eos = 1;
+    prm.sampling.temperature = 0;
+    int done = 0;
+    for (int r = 0; r < 12; r++) {
+        int32_t pr[130];
+        for (int i = 0; i < 130; i++) x = x * 1103515245u + 12345u, pr[i] = 3 + (int32_t)((x >> 8) % 500);
+        if (r % 3 == 2) memcpy(pr, p1, sizeof(int32_t) * 64); /* some shared prefixes */
+        CHECK(flint_engine_add(e, pr, 100 + r * 2, &prm, &err) >= 0);
+        while (flint_engine_active(e)) {
+            const flint_step_event *ev;
+            int ne;
+            if (flint_engine_step(e, &ev, &ne, &err)) break;
+            for (int j = 0; j < ne; j++) done += ev[j].finish == FLINT_FINISH_LENGTH;
+        }
+    }
+    const flint_step_event *ev;
+    int ne;
+    flint_engine_step(e, &ev, &ne, &err);
+    CHECK(done == 12);
+    CHECK(flint_engine_kv_blocks_free(e) == flint_engine_kv_blocks_total(e));
+    flint_engine_close(e);
+}
+
 int main(void) {
     unsigned x = 12345;
     for (int p = 0; p < NP; p++) {
@@ -242,5 +343,6 @@ int main(void) {
     test_batch_invariance_sampling();
     test_chunked_prefill();
     test_stops_and_errors();
+    test_prefix_cache();
     return test_report("test_engine");
 }

@@ -24,6 +24,7 @@ void flint_engine_options_default(flint_engine_options *o) {
     o->max_seqs = 64;
     o->prefill_chunk = 512;
     o->kv_block_size = 16;
+    o->enable_prefix_caching = 1;
 }
 
 void flint_request_params_default(flint_request_params *p) {
@@ -70,7 +71,16 @@ int flint_engine_has_drafter(const flint_engine *e) { return e->dft != NULL; }
 const char *flint_engine_drafter_desc(const flint_engine *e) { return e->dft ? flint_drafter_describe(e->dft) : NULL; }
 int flint_engine_num_speculative_tokens(const flint_engine *e) { return e->K; }
 const flint_spec_stats *flint_engine_stats(const flint_engine *e) { return &e->pooled; }
-int flint_engine_kv_blocks_free(const flint_engine *e) { return flint_kv_alloc_free_count(e->kv); }
+/* Blocks held only by the prefix cache count as free: they are given back on demand. */
+int flint_engine_kv_blocks_free(const flint_engine *e) {
+    return flint_kv_alloc_free_count(e->kv) + (e->pc ? flint_prefix_evictable(e->pc, e->kv) : 0);
+}
+
+void flint_engine_prefix_stats(const flint_engine *e, int64_t *q, int64_t *h, int *blocks) {
+    *q = e->prefix_query_tokens;
+    *h = e->prefix_hit_tokens;
+    *blocks = e->pc ? flint_prefix_cached_blocks(e->pc) : 0;
+}
 int flint_engine_kv_blocks_total(const flint_engine *e) { return flint_target_kv_blocks(e->tgt); }
 
 int flint_engine_active(const flint_engine *e) {
@@ -146,6 +156,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
         for (int i = 0; i < dc->n_taps; i++) e->tap_layers[i] = dc->tap_layers[i];
     }
     e->kv = flint_kv_alloc_new(flint_target_kv_blocks(e->tgt));
+    if (o->enable_prefix_caching) e->pc = flint_prefix_new(flint_target_kv_blocks(e->tgt));
     for (int i = 0; i < e->tc->n_eos; i++) e->eos[e->n_eos++] = e->tc->eos_token_ids[i];
     if (e->tok && flint_tokenizer_eos_id(e->tok) >= 0) e->eos[e->n_eos++] = flint_tokenizer_eos_id(e->tok);
 
@@ -207,6 +218,7 @@ void flint_engine_close(flint_engine *e) {
     free(e->row0);
     free(e->events);
     flint_sampler_scratch_free(&e->sc);
+    flint_prefix_free(e->pc);
     flint_kv_alloc_free(e->kv);
     flint_drafter_close(e->dft);
     flint_target_close(e->tgt);

@@ -37,6 +37,7 @@ typedef struct flint_engine_options {
     int kv_block_size;          /* default 16 */
     int kv_blocks;              /* 0 = enough for max_seqs sessions of max_model_len */
     int n_threads;              /* 0 = every core */
+    int enable_prefix_caching;  /* reuse cached KV blocks of equal prompt prefixes (default 1) */
     /* Benchmarks only (flint bench --synthetic-*): when set, a step accepts draft i with
      * probability synthetic_rates[i] given the earlier ones were accepted (keyed by seed and
      * position, so runs repeat), whatever the target says; output tokens are then meaningless
@@ -123,6 +124,7 @@ typedef struct flint_step_event {
     size_t text_len;
     flint_finish_reason finish; /* NONE while running */
     int prompt_tokens;
+    int cached_tokens;         /* prompt tokens whose KV came from the prefix cache */
     int completion_tokens;     /* so far */
     const flint_spec_stats *stats;
 } flint_step_event;
@@ -133,6 +135,8 @@ int flint_engine_step(flint_engine *e, const flint_step_event **events, int *n_e
 
 /* Pooled statistics over every step so far. */
 const flint_spec_stats *flint_engine_stats(const flint_engine *e);
+/* Prefix cache: prompt tokens looked up and found so far, and blocks held by the cache now. */
+void flint_engine_prefix_stats(const flint_engine *e, int64_t *query_tokens, int64_t *hit_tokens, int *cached_blocks);
 
 /* ==== shared by the commands and the server ==== */
 

@@ -3,6 +3,8 @@
 #ifndef FLINT_VERIFIER_ENGINE_INTERNAL_H
 #define FLINT_VERIFIER_ENGINE_INTERNAL_H
 
+typedef struct flint_prefix_cache flint_prefix_cache;
+
 #include "drafter/drafter.h"
 #include "target/target.h"
 #include "verifier/engine.h"
@@ -30,6 +32,7 @@ typedef struct session {
     int32_t emit[FLINT_MAX_DRAFT + 1];
     int n_emit;
     int k; /* drafts this step */
+    int cached_tokens;
 } session;
 
 struct flint_engine {
@@ -60,8 +63,22 @@ struct flint_engine {
     flint_step_event *events;
     int n_events;
     flint_spec_stats pooled;
+    flint_prefix_cache *pc; /* NULL when prefix caching is off */
+    int64_t prefix_query_tokens, prefix_hit_tokens;
     char piece[8192];
 };
+
+/* prefix.c */
+flint_prefix_cache *flint_prefix_new(int n_blocks);
+void flint_prefix_free(flint_prefix_cache *c);
+uint64_t flint_prefix_hash(uint64_t parent, const int32_t *tokens, int n);
+int32_t flint_prefix_lookup(flint_prefix_cache *c, uint64_t h);
+void flint_prefix_insert(flint_prefix_cache *c, flint_kv_alloc *kv, uint64_t h, int32_t block);
+int flint_prefix_evictable(const flint_prefix_cache *c, const flint_kv_alloc *kv);
+int flint_prefix_evict(flint_prefix_cache *c, flint_kv_alloc *kv, int want);
+int flint_prefix_cached_blocks(const flint_prefix_cache *c);
+/* Name the full blocks of a session that hold valid KV (positions < upto) in the cache. */
+void flint_engine_register_blocks(flint_engine *e, session *s, int upto);
 
 /* session.c */
 void flint_engine_session_free(flint_engine *e, int sid);

@@ -70,14 +70,31 @@ void flint_engine_cancel(flint_engine *e, int sid) {
 
 void flint_engine_session_free(flint_engine *e, int sid) {
     session *s = &e->ss[sid];
+    /* what this session computed stays reusable: positions before its anchor hold valid target KV
+     * and drafter context (after a partial prefill, the prefilled positions) */
+    if (s->st == S_RUNNING || s->st == S_DONE) flint_engine_register_blocks(e, s, s->pos);
+    else if (s->st == S_PREFILL) flint_engine_register_blocks(e, s, s->n_prefilled);
     for (int i = 0; i < s->n_blocks; i++) flint_kv_alloc_release(e->kv, s->blocks[i]);
     s->n_blocks = 0;
     if (e->tok) flint_detok_free(&s->dt); /* a stream cut by a stop string or a cancel is never flushed */
     s->st = S_FREE;
 }
 
-/* Queued sessions take every block their whole request can need (prompt + max_tokens), oldest
- * first; one that does not fit waits, and so do the ones behind it (no starvation). */
+#define PREFIX_ROOT 0x666c696e74ull /* the parent hash of a sequence's first block */
+
+void flint_engine_register_blocks(flint_engine *e, session *s, int upto) {
+    if (!e->pc) return;
+    uint64_t h = PREFIX_ROOT;
+    for (int b = 0; (b + 1) * e->bs <= upto && b < s->n_blocks; b++) {
+        h = flint_prefix_hash(h, s->tokens + (size_t)b * e->bs, e->bs);
+        flint_prefix_insert(e->pc, e->kv, h, s->blocks[b]);
+    }
+}
+
+/* Queued sessions, oldest first, take every block their whole request can need (prompt +
+ * max_tokens): cached blocks of their prompt prefix first (never the block of the last prompt
+ * token, whose logits must be computed), then fresh ones, evicting cache-only blocks when the free
+ * list runs short. One that does not fit waits, and so do the ones behind it (no starvation). */
 int flint_engine_admit(flint_engine *e) {
     for (;;) {
         int best = -1;
@@ -86,10 +103,30 @@ int flint_engine_admit(flint_engine *e) {
                 best = i;
         if (best < 0) return 0;
         session *s = &e->ss[best];
-        int need = (s->n_prompt + s->p.max_tokens + e->bs - 1) / e->bs;
-        if (need > flint_kv_alloc_free_count(e->kv)) return 0;
-        for (int i = 0; i < need; i++) s->blocks[i] = flint_kv_alloc_take(e->kv);
+        int need = (s->n_prompt + s->p.max_tokens + e->bs - 1) / e->bs, hits = 0;
+        if (e->pc) {
+            uint64_t h = PREFIX_ROOT;
+            for (int b = 0; b < (s->n_prompt - 1) / e->bs; b++) {
+                h = flint_prefix_hash(h, s->tokens + (size_t)b * e->bs, e->bs);
+                int32_t blk = flint_prefix_lookup(e->pc, h);
+                if (blk < 0) break;
+                flint_kv_alloc_ref(e->kv, blk);
+                s->blocks[hits++] = blk;
+            }
+        }
+        int fresh = need - hits, have = flint_kv_alloc_free_count(e->kv);
+        if (have < fresh && e->pc) have += flint_prefix_evict(e->pc, e->kv, fresh - have);
+        if (have < fresh) {
+            for (int b = 0; b < hits; b++) flint_kv_alloc_release(e->kv, s->blocks[b]);
+            return 0;
+        }
+        for (int b = hits; b < need; b++) s->blocks[b] = flint_kv_alloc_take(e->kv);
         s->n_blocks = need;
+        s->n_prefilled = s->cached_tokens = hits * e->bs;
+        if (e->pc) {
+            e->prefix_query_tokens += s->n_prompt;
+            e->prefix_hit_tokens += s->cached_tokens;
+        }
         s->st = S_PREFILL;
     }
 }
@@ -185,6 +222,7 @@ void flint_engine_push_event(flint_engine *e, int sid) {
     s->text_sent = upto;
     ev->finish = s->finish;
     ev->prompt_tokens = s->n_prompt;
+    ev->cached_tokens = s->cached_tokens;
     ev->completion_tokens = s->n_tokens - s->n_prompt;
     ev->stats = &s->stats;
 }

@@ -13,6 +13,7 @@ static int start_session(flint_engine *e, int sid, const float *logits, flint_er
     s->anchor = t;
     s->pos = s->n_prompt;
     s->st = S_RUNNING;
+    flint_engine_register_blocks(e, s, s->n_prompt); /* concurrent sessions may share the prompt */
     return 0;
 }
 
