@@ -330,6 +330,48 @@ static void test_prefix_cache(void) {
     flint_engine_close(e);
 }
 
+/* Logprobs of the emitted tokens equal the target-only path's (greedy: bit for bit, since the
+ * forward is batch-invariant), and the top list is sorted and holds the emitted argmax. */
+static void test_logprobs(void) {
+    float lp[2][MAXT], top[2][MAXT][5];
+    int32_t ids[2][MAXT][5], toks[2][MAXT];
+    for (int spec = 0; spec <= 1; spec++) {
+        flint_engine *e = open_engine(spec ? DFT : NULL, 4, 512, 0);
+        if (!e) return;
+        flint_request_params prm;
+        params_for(&prm, 1, 0, 1);
+        prm.logprobs = 1;
+        prm.top_logprobs = 5;
+        flint_err err = {0};
+        CHECK(flint_engine_add(e, prompts[2], plen[2], &prm, &err) >= 0);
+        int n = 0;
+        while (flint_engine_active(e)) {
+            const flint_step_event *ev;
+            int ne;
+            if (flint_engine_step(e, &ev, &ne, &err)) break;
+            for (int j = 0; j < ne; j++)
+                for (int t = 0; t < ev[j].n_tokens; t++, n++) {
+                    CHECK(ev[j].logprobs != NULL && ev[j].n_top == 5);
+                    toks[spec][n] = ev[j].tokens[t];
+                    lp[spec][n] = ev[j].logprobs[t];
+                    memcpy(top[spec][n], ev[j].top_logprobs + t * FLINT_MAX_TOP_LOGPROBS, sizeof top[spec][n]);
+                    memcpy(ids[spec][n], ev[j].top_ids + t * FLINT_MAX_TOP_LOGPROBS, sizeof ids[spec][n]);
+                }
+        }
+        CHECK(n == MAXT);
+        flint_engine_close(e);
+    }
+    CHECK(!memcmp(toks[0], toks[1], sizeof toks[0]));
+    CHECK(!memcmp(lp[0], lp[1], sizeof lp[0]));
+    CHECK(!memcmp(top[0], top[1], sizeof top[0]) && !memcmp(ids[0], ids[1], sizeof ids[0]));
+    int sorted = 1;
+    for (int t = 0; t < MAXT; t++) {
+        sorted &= ids[1][t][0] == toks[1][t] && top[1][t][0] == lp[1][t] && lp[1][t] <= 0;
+        for (int k = 1; k < 5; k++) sorted &= top[1][t][k] <= top[1][t][k - 1];
+    }
+    CHECK(sorted);
+}
+
 int main(void) {
     unsigned x = 12345;
     for (int p = 0; p < NP; p++) {
@@ -344,5 +386,6 @@ int main(void) {
     test_chunked_prefill();
     test_stops_and_errors();
     test_prefix_cache();
+    test_logprobs();
     return test_report("test_engine");
 }

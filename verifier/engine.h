@@ -25,6 +25,7 @@ extern "C" {
 
 #define FLINT_MAX_DRAFT 16
 #define FLINT_MAX_STOP 8
+#define FLINT_MAX_TOP_LOGPROBS 20
 
 typedef struct flint_engine_options {
     const char *model_dir;
@@ -75,6 +76,8 @@ typedef struct flint_request_params {
     int n_stop_ids;
     int32_t stop_ids[FLINT_MAX_STOP]; /* extra stop token ids (emitted, then the session ends) */
     int skip_special;         /* decode without special tokens (default 1) */
+    int logprobs;             /* report the log-probability of each emitted token */
+    int top_logprobs;         /* and of the N most likely tokens at its position (0..FLINT_MAX_TOP_LOGPROBS) */
 } flint_request_params;
 
 void flint_request_params_default(flint_request_params *p);
@@ -123,6 +126,14 @@ typedef struct flint_step_event {
     const char *text;          /* their text (stop strings cut, held-back partial matches released later) */
     size_t text_len;
     flint_finish_reason finish; /* NONE while running */
+    /* with logprobs: [n_tokens] log p(token), and [n_tokens][n_top] ids and log-probabilities of the
+     * most likely tokens, from the target's processed distribution (temperature, top-k, top-p,
+     * min-p); for a greedy request (temperature 0) from the unprocessed softmax, since the processed
+     * one is a point mass */
+    const float *logprobs;
+    int n_top;
+    const int32_t *top_ids;
+    const float *top_logprobs;
     int prompt_tokens;
     int cached_tokens;         /* prompt tokens whose KV came from the prefix cache */
     int completion_tokens;     /* so far */

@@ -33,6 +33,9 @@ typedef struct session {
     int n_emit;
     int k; /* drafts this step */
     int cached_tokens;
+    float lp[FLINT_MAX_DRAFT + 1];
+    int32_t top_ids[(FLINT_MAX_DRAFT + 1) * FLINT_MAX_TOP_LOGPROBS];
+    float top_lp[(FLINT_MAX_DRAFT + 1) * FLINT_MAX_TOP_LOGPROBS];
 } session;
 
 struct flint_engine {
@@ -87,5 +90,7 @@ int flint_engine_admit(flint_engine *e);
  * context limit. Returns how many were kept; sets s->finish when the session ends. */
 int flint_engine_emit(flint_engine *e, session *s, const int32_t *toks, int n, flint_err *err);
 void flint_engine_push_event(flint_engine *e, int sid);
+/* Log-probabilities of candidate output idx of this step (token tok, logits row). */
+void flint_engine_logprobs(flint_engine *e, session *s, int idx, const float *row, int32_t tok);
 
 #endif

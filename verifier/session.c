@@ -1,6 +1,7 @@
 /* Sessions: adding and validating requests, admission to the KV pool, stop conditions over the
  * emitted tokens, and the output text with stop strings cut and partial matches held back until
  * they resolve (a streamed client never sees text that a stop string later removes). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,8 @@ int flint_engine_add(flint_engine *e, const int32_t *prompt, int n_prompt, const
         return flint_err_set(err, FLINT_ERR_INVALID, "at most %d stop strings and %d stop token ids", FLINT_MAX_STOP,
                              FLINT_MAX_STOP);
     if (p->max_draft < 0) return flint_err_set(err, FLINT_ERR_INVALID, "max draft length must be >= 0");
+    if (p->top_logprobs < 0 || p->top_logprobs > FLINT_MAX_TOP_LOGPROBS)
+        return flint_err_set(err, FLINT_ERR_INVALID, "top_logprobs must be in 0..%d", FLINT_MAX_TOP_LOGPROBS);
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= e->V)
             return flint_err_set(err, FLINT_ERR_INVALID, "prompt token %d (id %d) is outside the vocabulary", i, prompt[i]);
@@ -225,4 +228,39 @@ void flint_engine_push_event(flint_engine *e, int sid) {
     ev->cached_tokens = s->cached_tokens;
     ev->completion_tokens = s->n_tokens - s->n_prompt;
     ev->stats = &s->stats;
+    int want = s->p.logprobs || s->p.top_logprobs;
+    ev->logprobs = want ? s->lp : NULL;
+    ev->n_top = want ? s->p.top_logprobs : 0;
+    ev->top_ids = want ? s->top_ids : NULL;
+    ev->top_logprobs = want ? s->top_lp : NULL;
+}
+
+void flint_engine_logprobs(flint_engine *e, session *s, int idx, const float *row, int32_t tok) {
+    if (!s->p.logprobs && !s->p.top_logprobs) return;
+    flint_sampling_params sp = s->p.sampling;
+    if (sp.temperature == 0.0f) {
+        sp.temperature = 1.0f, sp.top_k = 0, sp.top_p = 1.0f, sp.min_p = 0.0f;
+    }
+    float *p = e->sc.probs;
+    flint_sampler_probs(&sp, row, e->V, p, &e->sc);
+    s->lp[idx] = logf(p[tok]); /* -inf when the filters removed it */
+    int n = s->p.top_logprobs;
+    int32_t *ids = s->top_ids + (size_t)idx * FLINT_MAX_TOP_LOGPROBS;
+    float *lps = s->top_lp + (size_t)idx * FLINT_MAX_TOP_LOGPROBS;
+    /* top n by insertion (n <= 20): larger probability first, lower id on ties */
+    float tp[FLINT_MAX_TOP_LOGPROBS];
+    int have = 0;
+    for (int v = 0; v < e->V && n > 0; v++) {
+        float pv = p[v];
+        if (have == n && pv <= tp[n - 1]) continue;
+        int at = have < n ? have++ : n - 1;
+        while (at > 0 && tp[at - 1] < pv) {
+            ids[at] = ids[at - 1];
+            tp[at] = tp[at - 1];
+            at--;
+        }
+        ids[at] = v;
+        tp[at] = pv;
+    }
+    for (int i = 0; i < have; i++) lps[i] = logf(tp[i]);
 }

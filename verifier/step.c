@@ -9,6 +9,7 @@
 static int start_session(flint_engine *e, int sid, const float *logits, flint_err *err) {
     session *s = &e->ss[sid];
     int32_t t = flint_sampler_sample(&s->p.sampling, logits, e->V, s->n_prompt, &e->sc);
+    flint_engine_logprobs(e, s, 0, logits, t);
     if (flint_engine_emit(e, s, &t, 1, err) < 0) return -1;
     s->anchor = t;
     s->pos = s->n_prompt;
@@ -154,6 +155,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
             if (e->o.synthetic) acc = synthetic_accept(e, s, k, e->row_tok + r0 + 1, lg, out);
             di++;
         }
+        for (int j = 0; j <= acc; j++) flint_engine_logprobs(e, s, j, lg + (size_t)j * e->V, out[j]);
         int kept = flint_engine_emit(e, s, out, acc + 1, err);
         if (kept < 0) return -1;
         if (k > 0) {
