@@ -2,6 +2,10 @@
  * Jinja template for plain text messages; tests compare them with the templates' outputs. */
 #include "chat.h"
 
+#include <cjson/cJSON.h>
+
+#include "json.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +40,7 @@ static void sb_trimmed(sbuf *b, const char *s) {
 void flint_chat_options_default(flint_chat_options *o) {
     o->add_generation_prompt = 1;
     o->enable_thinking = 1;
+    o->tools = NULL;
 }
 
 int flint_chat_parse_format(const char *name, flint_chat_format *out) {
@@ -84,6 +89,53 @@ static void put_strip_nl(sbuf *b, const char *s, size_t n, int left, int right) 
     sb_put(b, s, n);
 }
 
+/* The Hermes-style tool preamble of the Qwen2.5/Qwen3 templates: the system message (if any),
+ * then every tool as |tojson inside <tools></tools>, then the <tool_call> instructions. */
+static void render_tools(sbuf *b, const flint_chat_msg *m, int n, const cJSON *tools) {
+    sb_str(b, "<|im_start|>system\n");
+    if (n > 0 && !strcmp(m[0].role, "system")) {
+        sb_str(b, m[0].content);
+        sb_str(b, "\n\n");
+    }
+    sb_str(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
+              "with function signatures within <tools></tools> XML tags:\n<tools>");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        char *j = flint_json_dumps_py(t);
+        sb_str(b, "\n");
+        sb_str(b, j);
+        free(j);
+    }
+    sb_str(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+              "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+              "<args-json-object>}\n</tool_call><|im_end|>\n");
+}
+
+/* Assistant tool calls as the templates write them after the content. */
+static void render_tool_calls(sbuf *b, const cJSON *calls, int have_content) {
+    const cJSON *c;
+    int first = 1;
+    cJSON_ArrayForEach(c, calls) {
+        if (!first || have_content) sb_str(b, "\n");
+        first = 0;
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+        if (!cJSON_IsObject(f)) f = c;
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(f, "arguments");
+        sb_str(b, "<tool_call>\n{\"name\": \"");
+        sb_str(b, cJSON_IsString(name) ? name->valuestring : "");
+        sb_str(b, "\", \"arguments\": ");
+        if (cJSON_IsString(args)) {
+            sb_str(b, args->valuestring);
+        } else {
+            char *j = flint_json_dumps_py(args);
+            sb_str(b, j);
+            free(j);
+        }
+        sb_str(b, "}\n</tool_call>");
+    }
+}
+
 static void render_chatml(sbuf *b, const flint_chat_msg *m, int n, const flint_chat_options *o, int qwen3) {
     int last_query = n - 1;
     for (int i = n - 1; i >= 0; i--)
@@ -91,8 +143,11 @@ static void render_chatml(sbuf *b, const flint_chat_msg *m, int n, const flint_c
             last_query = i;
             break;
         }
+    int tools = o->tools && cJSON_GetArraySize(o->tools) > 0;
+    if (tools) render_tools(b, m, n, o->tools);
     for (int i = 0; i < n; i++) {
         const char *c = m[i].content;
+        if (tools && i == 0 && !strcmp(m[i].role, "system")) continue; /* folded into the tools block */
         if (!strcmp(m[i].role, "tool")) {
             int first = i == 0 || strcmp(m[i - 1].role, "tool");
             int last = i == n - 1 || strcmp(m[i + 1].role, "tool");
@@ -108,13 +163,17 @@ static void render_chatml(sbuf *b, const flint_chat_msg *m, int n, const flint_c
             sb_str(b, m[i].role);
             sb_str(b, "\n");
             sb_str(b, c);
+            if (!strcmp(m[i].role, "assistant") && m[i].tool_calls) render_tool_calls(b, m[i].tool_calls, c[0] != 0);
             sb_str(b, "<|im_end|>\n");
             continue;
         }
         /* Qwen3 assistant turn */
         const char *content = c, *rs = "", *re = "";
         const char *end_think = strstr(c, "</think>");
-        if (end_think) {
+        if (m[i].reasoning_content) {
+            rs = m[i].reasoning_content;
+            re = rs + strlen(rs);
+        } else if (end_think) {
             const char *lastend = end_think, *p;
             while ((p = strstr(lastend + 1, "</think>"))) lastend = p;
             content = lastend + strlen("</think>");
@@ -140,6 +199,7 @@ static void render_chatml(sbuf *b, const flint_chat_msg *m, int n, const flint_c
         } else {
             sb_str(b, content);
         }
+        if (m[i].tool_calls) render_tool_calls(b, m[i].tool_calls, content[0] != 0);
         sb_str(b, "<|im_end|>\n");
     }
     if (o->add_generation_prompt) {
@@ -219,8 +279,20 @@ char *flint_chat_render(flint_chat_format f, const flint_chat_msg *msgs, int n, 
     switch (f) {
     case FLINT_CHAT_CHATML: render_chatml(&b, msgs, n, o, 0); break;
     case FLINT_CHAT_QWEN3: render_chatml(&b, msgs, n, o, 1); break;
-    case FLINT_CHAT_LLAMA3: render_llama3(&b, msgs, n, o, bos); break;
+    case FLINT_CHAT_LLAMA3:
+        if (o->tools && cJSON_GetArraySize(o->tools) > 0) {
+            free(b.s);
+            flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tools are supported with the ChatML/Qwen chat templates only");
+            return NULL;
+        }
+        render_llama3(&b, msgs, n, o, bos);
+        break;
     case FLINT_CHAT_LLAMA2:
+        if (o->tools && cJSON_GetArraySize(o->tools) > 0) {
+            free(b.s);
+            flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tools are supported with the ChatML/Qwen chat templates only");
+            return NULL;
+        }
         if (render_llama2(&b, msgs, n, bos, eos, err) != 0) {
             free(b.s);
             return NULL;

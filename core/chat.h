@@ -21,14 +21,20 @@ typedef enum {
     FLINT_CHAT_LLAMA2,   /* <s>[INST] <<SYS>>..<</SYS>> user [/INST] answer </s> */
 } flint_chat_format;
 
+struct cJSON;
+
 typedef struct flint_chat_msg {
     const char *role;    /* system | user | assistant | tool */
     const char *content;
+    const char *reasoning_content;  /* assistant, optional (Qwen3 renders it in <think>) */
+    const struct cJSON *tool_calls; /* assistant, optional: [{"type": "function", "function":
+                                     * {"name": ..., "arguments": "JSON text" | object}}] */
 } flint_chat_msg;
 
 typedef struct flint_chat_options {
     int add_generation_prompt; /* default 1 */
     int enable_thinking;       /* Qwen3: 0 adds an empty <think></think> block; default 1 */
+    const struct cJSON *tools; /* OpenAI `tools` array, or NULL; ChatML/Qwen3 families only */
 } flint_chat_options;
 
 void flint_chat_options_default(flint_chat_options *o);

@@ -136,3 +136,104 @@ const char *flint_json_get_string(const cJSON *obj, const char *key, const char 
     }
     return v->valuestring;
 }
+
+/* ==== Python-compatible serialisation ==== */
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+} pybuf;
+
+static void pb_put(pybuf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        b->s = flint_xrealloc(b->s, cap);
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void pb_str(pybuf *b, const char *s) { pb_put(b, s, strlen(s)); }
+
+static void pb_quoted(pybuf *b, const char *s) {
+    pb_put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        switch (*p) {
+        case '"': pb_put(b, "\\\"", 2); break;
+        case '\\': pb_put(b, "\\\\", 2); break;
+        case '\n': pb_put(b, "\\n", 2); break;
+        case '\r': pb_put(b, "\\r", 2); break;
+        case '\t': pb_put(b, "\\t", 2); break;
+        case '\b': pb_put(b, "\\b", 2); break;
+        case '\f': pb_put(b, "\\f", 2); break;
+        default:
+            if (*p < 0x20) {
+                snprintf(esc, sizeof esc, "\\u%04x", *p);
+                pb_put(b, esc, 6);
+            } else {
+                pb_put(b, (const char *)p, 1);
+            }
+        }
+    }
+    pb_put(b, "\"", 1);
+}
+
+static void pb_number(pybuf *b, double d) {
+    char t[64];
+    if (d == floor(d) && fabs(d) < 1e16) {
+        snprintf(t, sizeof t, "%.0f", d);
+    } else if (!isfinite(d)) {
+        snprintf(t, sizeof t, "%s", d != d ? "NaN" : d > 0 ? "Infinity" : "-Infinity");
+    } else {
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(t, sizeof t, "%.*g", prec, d);
+            if (strtod(t, NULL) == d) break;
+        }
+        /* Python writes 1e-05 as 1e-05 and 1.5e+20 as 1.5e+20, as %g does */
+    }
+    pb_str(b, t);
+}
+
+static void pb_value(pybuf *b, const cJSON *v) {
+    if (cJSON_IsNull(v) || !v) pb_str(b, "null");
+    else if (cJSON_IsTrue(v)) pb_str(b, "true");
+    else if (cJSON_IsFalse(v)) pb_str(b, "false");
+    else if (cJSON_IsNumber(v)) pb_number(b, v->valuedouble);
+    else if (cJSON_IsString(v)) pb_quoted(b, v->valuestring);
+    else if (cJSON_IsArray(v)) {
+        pb_put(b, "[", 1);
+        const cJSON *e;
+        int first = 1;
+        cJSON_ArrayForEach(e, v) {
+            if (!first) pb_put(b, ", ", 2);
+            first = 0;
+            pb_value(b, e);
+        }
+        pb_put(b, "]", 1);
+    } else if (cJSON_IsObject(v)) {
+        pb_put(b, "{", 1);
+        const cJSON *e;
+        int first = 1;
+        cJSON_ArrayForEach(e, v) {
+            if (!first) pb_put(b, ", ", 2);
+            first = 0;
+            pb_quoted(b, e->string);
+            pb_put(b, ": ", 2);
+            pb_value(b, e);
+        }
+        pb_put(b, "}", 1);
+    } else {
+        pb_str(b, "null");
+    }
+}
+
+char *flint_json_dumps_py(const cJSON *v) {
+    pybuf b = {0};
+    pb_value(&b, v);
+    if (!b.s) pb_put(&b, "", 0);
+    return b.s;
+}

@@ -37,6 +37,13 @@ int flint_json_get_bool(const cJSON *obj, const char *key, const char *what, int
 const char *flint_json_get_string(const cJSON *obj, const char *key, const char *what, const char *def,
                                   flint_err *err);
 
+/* Serialise like Python's json.dumps(v, ensure_ascii=False) (", " and ": " separators, keys in
+ * their order, non-ASCII kept): what Jinja's |tojson gives in Hugging Face chat templates, so
+ * rendered prompts match the reference tokens. Numbers print as integers when integral, else in
+ * the shortest form that round-trips (Python's repr); "1.0" in the input therefore prints "1"
+ * (cJSON keeps no int/float distinction). malloc'd. */
+char *flint_json_dumps_py(const cJSON *v);
+
 #ifdef __cplusplus
 }
 #endif

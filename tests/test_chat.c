@@ -17,14 +17,19 @@ static void test_qwen3_fixture(void) {
     cJSON_ArrayForEach(c, cases) {
         const cJSON *msgs = cJSON_GetObjectItem(c, "messages"), *m;
         flint_chat_msg mm[16];
+        memset(mm, 0, sizeof mm);
         int n = 0;
         cJSON_ArrayForEach(m, msgs) {
             mm[n].role = cJSON_GetObjectItem(m, "role")->valuestring;
             mm[n].content = cJSON_GetObjectItem(m, "content")->valuestring;
+            const cJSON *rc = cJSON_GetObjectItem(m, "reasoning_content");
+            mm[n].reasoning_content = rc ? rc->valuestring : NULL;
+            mm[n].tool_calls = cJSON_GetObjectItem(m, "tool_calls");
             n++;
         }
         flint_chat_options o;
         flint_chat_options_default(&o);
+        o.tools = cJSON_GetObjectItem(c, "tools");
         o.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt"));
         o.enable_thinking = cJSON_IsTrue(cJSON_GetObjectItem(c, "enable_thinking"));
         char *got = flint_chat_render(FLINT_CHAT_QWEN3, mm, n, &o, NULL, "<|im_end|>", &err);
@@ -33,7 +38,7 @@ static void test_qwen3_fixture(void) {
         free(got);
         n_cases++;
     }
-    CHECK(n_cases >= 20);
+    CHECK(n_cases >= 36);
     cJSON_Delete(j);
 }
 
