@@ -13,5 +13,11 @@ int flint_cmd_load(int argc, char **argv);
 int flint_cmd_eval(int argc, char **argv);
 int flint_cmd_ab(int argc, char **argv);
 int flint_cmd_bench(int argc, char **argv);
+#ifdef FLINT_HAVE_evals
+#include <stdio.h>
+struct flint_eval_options;
+/* The option parser `eval` and `ab` share (cli/cmd_eval.c); returns 0 or an exit status. */
+int flint_cmd_eval_parse(const char *cmd, int argc, char **argv, struct flint_eval_options *o, void (*help)(FILE *));
+#endif
 
 #endif

@@ -34,6 +34,7 @@ static flint_engine *open_engine(const char *drafter, int K, int chunk, int gree
     o.max_model_len = 256;
     o.prefill_chunk = chunk;
     o.draft_greedy = greedy_drafts;
+    o.n_threads = 1;
     flint_err err = {0};
     flint_engine *e = flint_engine_open(&o, &err);
     CHECKF(e != NULL, "%s", err.msg);

@@ -35,6 +35,7 @@ static flint_engine *open_engine(const char *drafter, int K, int seqs) {
     o.drafter_dir = drafter;
     o.num_speculative_tokens = K;
     o.max_seqs = seqs;
+    o.n_threads = 1; /* ctest runs tests side by side: spinning OpenMP threads would fight */
     flint_err err = {0};
     flint_engine *e = flint_engine_open(&o, &err);
     CHECKF(e != NULL, "%s", err.msg);

@@ -1,0 +1,95 @@
+/* `flint bench`: step-level benchmark over batch size x draft length against the no-speculation
+ * baseline, with real or synthetic acceptance. Thin: options and work live in evals/ (evals.h). */
+#ifdef FLINT_HAVE_evals
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/log.h"
+#include "evals/evals.h"
+
+#ifndef FLINT_DEFAULT_MODEL
+#define FLINT_DEFAULT_MODEL "models/flint-tiny"
+#endif
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: flint bench [MODEL_DIR] [--speculative-config J] [options]\n"
+            "\n"
+            "Median engine step time over batch size x draft length, with the no-speculation baseline (K = 0)\n"
+            "measured in the same run; prints a table (median step ms, tokens/s per user and total, speed-up)\n"
+            "and writes JSON + an SVG of tokens/s per user vs total. MODEL_DIR defaults to " FLINT_DEFAULT_MODEL
+            ",\n"
+            "the drafter to " FLINT_DEFAULT_MODEL "-dspark.\n"
+            "\n"
+            "  --speculative-config J      the drafter (its num_speculative_tokens is replaced by each K)\n"
+            "  --batch-sizes LIST          e.g. 1,4,16 (default)\n"
+            "  --draft-lengths LIST        K values, e.g. 1,3,5,7 (default); K = 0 always runs\n"
+            "  --synthetic-acceptance AL   force mean acceptance length AL: conditional rate r per position with\n"
+            "                              1 + r + ... + r^K = AL (capped at K + 1)\n"
+            "  --synthetic-per-position R1,R2,...  force these conditional per-position rates\n"
+            "  --context N                 prompt tokens per session (default 128)\n"
+            "  --warmup N, --steps N       untimed and timed steps (defaults 3 and 10)\n"
+            "  --temperature T, --top-p P, --top-k K, --min-p P, --seed S   sampling (default greedy)\n"
+            "  --dataset D                 prompt text source (default sharegpt); --data-dir DIR\n"
+            "  --output FILE               write FILE (JSON) and FILE's .svg sibling\n"
+            "  --threads N, --quiet, --log-level L\n");
+}
+
+int flint_cmd_bench(int argc, char **argv) {
+    flint_bench_options o;
+    flint_err err = {0};
+    int have_model = 0;
+    flint_bench_options_default(&o);
+    o.model_dir = FLINT_DEFAULT_MODEL;
+    o.default_drafter = FLINT_DEFAULT_MODEL "-dspark";
+    o.data_dir = FLINT_DATA_DIR; /* <source>/evals/data; --data-dir overrides */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--log-level")) {
+            flint_log_level lv;
+            if (i + 1 >= argc || flint_log_parse_level(argv[++i], &lv)) {
+                fprintf(stderr, "flint bench: --log-level expects error | warn | info | debug\n");
+                return 2;
+            }
+            flint_log_set_level(lv);
+            continue;
+        }
+        if (a[0] == '-' && a[1] == '-') {
+            int kind = flint_bench_option_kind(a);
+            if (kind < 0) {
+                fprintf(stderr, "flint bench: unknown option %s (flint bench --help lists them)\n", a);
+                return 2;
+            }
+            if (kind == 1 && i + 1 >= argc) {
+                fprintf(stderr, "flint bench: %s needs a value\n", a);
+                return 2;
+            }
+            if (flint_bench_options_set(&o, a, kind ? argv[++i] : NULL, &err)) {
+                fprintf(stderr, "flint bench: %s\n", err.msg);
+                return 2;
+            }
+        } else if (!have_model) {
+            o.model_dir = a;
+            have_model = 1;
+        } else {
+            fprintf(stderr, "flint bench: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (flint_bench_options_check(&o, &err)) {
+        fprintf(stderr, "flint bench: %s\n", err.msg);
+        return 2;
+    }
+    if (flint_bench_run(&o, &err)) {
+        fprintf(stderr, "flint bench: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+#endif

@@ -1,0 +1,318 @@
+/* `flint bench`: step-level timing of the engine over batch size x draft length, with the
+ * no-speculation baseline (K = 0: the target alone, no drafter loaded) measured in the same run.
+ *
+ * Per grid point: b sessions whose prompts are `context` real tokens (cut from a prompt set,
+ * because random tokens give unrealistic acceptance), stepped until every prefill is done, then
+ * `warmup` untimed steps, then `steps` timed ones. The median step time is the headline; tokens
+ * per second = tokens emitted per step / median step time (total), divided by b (per user).
+ *
+ * Synthetic acceptance (engine option `synthetic`): a mean AL is turned into one conditional rate
+ * r per K with 1 + r + ... + r^K = AL, or the per-position conditional rates are given; the
+ * engine still drafts and verifies (the work per step is real), only the accept decision is
+ * forced. An engine is opened per K because the rates depend on K. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "evals/evals_internal.h"
+#include "evals/stats.h"
+#include "evals/svg.h"
+
+typedef struct row {
+    int b, k;
+    double rates[FLINT_MAX_DRAFT];
+    double expected_al;  /* synthetic: 1 + sum of prefix products; NaN for real acceptance */
+    double measured_al;
+    double median_ms, mean_ms, p90_ms;
+    double tokens_per_step;
+    double tps_total, tps_user, speedup;
+} row;
+
+/* A pool of real prompt tokens from the dataset's first turns (no chat template: the benchmark
+ * wants a length, not a conversation). Without a tokenizer: seeded pseudo-random ids. */
+static int32_t *token_pool(const flint_engine *e, const flint_bench_options *o, int *n, flint_err *err) {
+    int need = o->context * 4 + 4096;
+    int32_t *pool = flint_xmalloc(sizeof(int32_t) * (size_t)need);
+    int m = 0;
+    const flint_tokenizer *tok = flint_engine_tokenizer(e);
+    if (tok) {
+        flint_dataset *d = flint_dataset_load(o->dataset, o->data_dir, err);
+        if (!d) {
+            free(pool);
+            return NULL;
+        }
+        for (int i = 0; i < d->n && m < need; i++) {
+            int32_t *ids;
+            int k;
+            if (flint_tokenizer_encode(tok, d->items[i].turns[0], strlen(d->items[i].turns[0]), 0, &ids, &k, err)) {
+                flint_dataset_free(d);
+                free(pool);
+                return NULL;
+            }
+            for (int j = 0; j < k && m < need; j++) pool[m++] = ids[j];
+            free(ids);
+        }
+        flint_dataset_free(d);
+    }
+    if (m == 0) {
+        flint_stats_rng r;
+        flint_stats_rng_seed(&r, o->sampling.seed);
+        int V = flint_engine_vocab_size(e);
+        for (; m < need; m++) pool[m] = (int32_t)flint_stats_rng_below(&r, (uint64_t)V);
+    }
+    *n = m;
+    return pool;
+}
+
+/* Time one (b, K) point on an open engine. */
+static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, const int32_t *pool, int n_pool, row *r,
+                   flint_err *err) {
+    int max_tokens = 2 + (o->warmup + o->steps + 2) * (K + 1);
+    int max_len = flint_engine_max_model_len(e);
+    if ((long)o->context + max_tokens > max_len)
+        return flint_err_set(err, FLINT_ERR_INVALID, "--context %d plus the %d tokens a session may emit (%d warm-up + "
+                             "%d timed steps at K = %d) exceed the model's context of %d tokens; lower --context or "
+                             "--steps", o->context, max_tokens, o->warmup, o->steps, K, max_len);
+    int32_t *prompt = flint_xmalloc(sizeof(int32_t) * (size_t)o->context);
+    int *sids = flint_xmalloc(sizeof(int) * (size_t)b);
+    for (int j = 0; j < b; j++) sids[j] = -1;
+    int rc = -1;
+    double *ms = flint_xmalloc(sizeof(double) * (size_t)o->steps);
+    flint_spec_stats *before = flint_xcalloc((size_t)b, sizeof *before);
+    flint_spec_stats *after = flint_xcalloc((size_t)b, sizeof *after);
+    int *emitted = flint_xcalloc((size_t)b, sizeof(int));
+    for (int j = 0; j < b; j++) {
+        int off = (int)(((long)j * 7919) % n_pool);
+        for (int t = 0; t < o->context; t++) prompt[t] = pool[(off + t) % n_pool];
+        flint_request_params rp;
+        flint_request_params_default(&rp);
+        rp.sampling = o->sampling;
+        rp.sampling.seed = o->sampling.seed + (uint64_t)j;
+        rp.max_tokens = max_tokens;
+        rp.ignore_eos = 1;
+        if ((sids[j] = flint_engine_add(e, prompt, o->context, &rp, err)) < 0) goto done;
+    }
+    const flint_step_event *ev;
+    int n_ev;
+    /* prefill: until every session has its first token */
+    for (int started = 0, guard = 0; started < b; guard++) {
+        if (guard > 100000) {
+            flint_err_set(err, FLINT_ERR_INTERNAL, "prefill did not finish");
+            goto done;
+        }
+        if (flint_engine_step(e, &ev, &n_ev, err)) goto done;
+        for (int k = 0; k < n_ev; k++)
+            for (int j = 0; j < b; j++)
+                if (ev[k].sid == sids[j] && !emitted[j] && ev[k].n_tokens > 0) {
+                    emitted[j] = 1;
+                    started++;
+                }
+    }
+    for (int s = 0; s < o->warmup; s++)
+        if (flint_engine_step(e, &ev, &n_ev, err)) goto done;
+    /* statistics at the start of the timed window: every running session has an event in every
+     * step, so the last step's events carry them */
+    for (int k = 0; k < n_ev; k++)
+        for (int j = 0; j < b; j++)
+            if (ev[k].sid == sids[j]) before[j] = *ev[k].stats;
+    long tokens = 0;
+    for (int s = 0; s < o->steps; s++) {
+        double t0 = flint_evals_now_ms();
+        if (flint_engine_step(e, &ev, &n_ev, err)) goto done;
+        ms[s] = flint_evals_now_ms() - t0;
+        for (int k = 0; k < n_ev; k++) {
+            tokens += ev[k].n_tokens;
+            if (ev[k].finish != FLINT_FINISH_NONE) {
+                flint_err_set(err, FLINT_ERR_INTERNAL, "a benchmark session finished inside the timed window");
+                goto done;
+            }
+            for (int j = 0; j < b; j++)
+                if (ev[k].sid == sids[j]) after[j] = *ev[k].stats;
+        }
+    }
+    flint_spec_stats d = {0};
+    for (int j = 0; j < b; j++) {
+        d.steps += after[j].steps - before[j].steps;
+        d.accepted += after[j].accepted - before[j].accepted;
+    }
+    r->b = b;
+    r->k = K;
+    r->measured_al = K == 0 ? 1.0 : d.steps ? 1.0 + (double)d.accepted / (double)d.steps : NAN;
+    r->median_ms = flint_stats_median(ms, o->steps);
+    r->mean_ms = flint_stats_mean(ms, o->steps);
+    r->p90_ms = flint_stats_quantile(ms, o->steps, 0.9, 0);
+    r->tokens_per_step = (double)tokens / o->steps;
+    r->tps_total = r->median_ms > 0 ? r->tokens_per_step / (r->median_ms / 1e3) : 0;
+    r->tps_user = r->tps_total / b;
+    rc = 0;
+done:
+    for (int j = 0; j < b; j++)
+        if (sids[j] >= 0) flint_engine_cancel(e, sids[j]);
+    if (flint_engine_active(e) > 0 || rc == 0) {
+        flint_err tmp = {0};
+        flint_engine_step(e, &ev, &n_ev, &tmp); /* frees the cancelled sessions */
+    }
+    free(prompt);
+    free(sids);
+    free(ms);
+    free(before);
+    free(after);
+    free(emitted);
+    return rc;
+}
+
+int flint_bench_run(const flint_bench_options *o, flint_err *err) {
+    int rc = -1, n_pool = 0, nk = o->n_draft + 1, max_b = 0;
+    int32_t *pool = NULL;
+    char *owned = NULL, *path_svg = NULL;
+    flint_engine *e = NULL;
+    row *rows = flint_xcalloc((size_t)(nk * o->n_batch), sizeof *rows);
+    int n_rows = 0;
+    cJSON *root = NULL;
+    for (int i = 0; i < o->n_batch; i++)
+        if (o->batch_sizes[i] > max_b) max_b = o->batch_sizes[i];
+
+    flint_engine_options base;
+    flint_engine_options_default(&base);
+    if (flint_evals_engine_options(&base, o->model_dir, o->spec_config, o->default_drafter, NULL, &owned, err))
+        goto done;
+    const int synthetic = o->synthetic_al > 0 || o->n_synthetic_rates > 0;
+    for (int ki = 0; ki < nk; ki++) {
+        int K = ki == 0 ? 0 : o->draft_lengths[ki - 1];
+        flint_engine_options eo = base;
+        eo.max_seqs = 2 * max_b;
+        eo.n_threads = o->threads;
+        double rates[FLINT_MAX_DRAFT] = {0};
+        if (K == 0) eo.drafter_dir = NULL;
+        else {
+            eo.num_speculative_tokens = K;
+            if (synthetic) {
+                eo.synthetic = 1;
+                double r1 = o->synthetic_al > 0 ? flint_bench_rate_for_al(o->synthetic_al, K) : 0;
+                for (int i = 0; i < K; i++) rates[i] = o->synthetic_al > 0 ? r1 : o->synthetic_rates[i];
+                for (int i = 0; i < K; i++) eo.synthetic_rates[i] = (float)rates[i];
+            }
+        }
+        if (!(e = flint_engine_open(&eo, err))) {
+            if (K) flint_err_prefix(err, "K = %d: ", K);
+            goto done;
+        }
+        if (!pool && !(pool = token_pool(e, o, &n_pool, err))) goto done;
+        for (int bi = 0; bi < o->n_batch; bi++) {
+            row *r = &rows[n_rows];
+            if (measure(e, o, o->batch_sizes[bi], K, pool, n_pool, r, err)) goto done;
+            memcpy(r->rates, rates, sizeof rates);
+            r->expected_al = NAN;
+            if (synthetic && K > 0) {
+                double s = 1, p = 1;
+                for (int i = 0; i < K; i++) s += (p *= rates[i]);
+                r->expected_al = s;
+            }
+            n_rows++;
+            flint_log_info("bench: b = %d, K = %d: median step %.3f ms, AL %.3f", r->b, r->k, r->median_ms,
+                           r->measured_al);
+        }
+        flint_engine_close(e);
+        e = NULL;
+    }
+    /* speed-up against K = 0 at the same batch size */
+    for (int i = 0; i < n_rows; i++) {
+        rows[i].speedup = NAN;
+        for (int j = 0; j < n_rows; j++)
+            if (rows[j].k == 0 && rows[j].b == rows[i].b && rows[j].tps_user > 0)
+                rows[i].speedup = rows[i].tps_user / rows[j].tps_user;
+    }
+    if (!o->quiet) {
+        printf("flint bench: %s, drafter %s, context %d, %d warm-up + %d timed steps, %s acceptance\n", o->model_dir,
+               base.drafter_dir, o->context, o->warmup, o->steps, synthetic ? "synthetic" : "real");
+        printf("%6s %3s %8s %8s %11s %11s %11s %13s %9s\n", "batch", "K", "AL", "exp. AL", "median ms", "p90 ms",
+               "tok/s/user", "tok/s total", "speed-up");
+        for (int i = 0; i < n_rows; i++) {
+            const row *r = &rows[i];
+            char exp[16] = "-";
+            if (isfinite(r->expected_al)) snprintf(exp, sizeof exp, "%.3f", r->expected_al);
+            printf("%6d %3d %8.3f %8s %11.3f %11.3f %11.1f %13.1f %8.2fx\n", r->b, r->k, r->measured_al, exp,
+                   r->median_ms, r->p90_ms, r->tps_user, r->tps_total, r->speedup);
+        }
+    }
+    root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "command", "bench");
+    cJSON_AddStringToObject(root, "model", o->model_dir);
+    cJSON_AddStringToObject(root, "drafter", base.drafter_dir);
+    cJSON *cfg = cJSON_AddObjectToObject(root, "config");
+    cJSON_AddNumberToObject(cfg, "context", o->context);
+    cJSON_AddNumberToObject(cfg, "warmup_steps", o->warmup);
+    cJSON_AddNumberToObject(cfg, "timed_steps", o->steps);
+    cJSON_AddStringToObject(cfg, "draft_sample_method", base.draft_greedy ? "greedy" : "probabilistic");
+    cJSON_AddNumberToObject(cfg, "temperature", o->sampling.temperature);
+    cJSON_AddNumberToObject(cfg, "seed", (double)o->sampling.seed);
+    cJSON_AddStringToObject(cfg, "acceptance", synthetic ? "synthetic" : "real");
+    if (o->synthetic_al > 0) cJSON_AddNumberToObject(cfg, "synthetic_acceptance_length", o->synthetic_al);
+    cJSON_AddStringToObject(cfg, "prompts_from", o->dataset);
+    cJSON_AddNumberToObject(cfg, "threads", o->threads);
+    cJSON *jr = cJSON_AddArrayToObject(root, "rows");
+    for (int i = 0; i < n_rows; i++) {
+        const row *r = &rows[i];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "batch", r->b);
+        cJSON_AddNumberToObject(x, "k", r->k);
+        if (synthetic && r->k > 0) {
+            cJSON *rr = cJSON_AddArrayToObject(x, "synthetic_conditional_rates");
+            for (int j = 0; j < r->k; j++) cJSON_AddItemToArray(rr, cJSON_CreateNumber(r->rates[j]));
+            cJSON_AddNumberToObject(x, "expected_acceptance_length", r->expected_al);
+        }
+        cJSON_AddItemToObject(x, "measured_acceptance_length",
+                              isfinite(r->measured_al) ? cJSON_CreateNumber(r->measured_al) : cJSON_CreateNull());
+        cJSON_AddNumberToObject(x, "median_step_ms", r->median_ms);
+        cJSON_AddNumberToObject(x, "mean_step_ms", r->mean_ms);
+        cJSON_AddNumberToObject(x, "p90_step_ms", r->p90_ms);
+        cJSON_AddNumberToObject(x, "tokens_per_step", r->tokens_per_step);
+        cJSON_AddNumberToObject(x, "tokens_per_s_per_user", r->tps_user);
+        cJSON_AddNumberToObject(x, "tokens_per_s_total", r->tps_total);
+        cJSON_AddItemToObject(x, "speedup_vs_no_speculation",
+                              isfinite(r->speedup) ? cJSON_CreateNumber(r->speedup) : cJSON_CreateNull());
+        cJSON_AddItemToArray(jr, x);
+    }
+    if (o->output) {
+        if (flint_evals_write_json(o->output, root, err)) goto done;
+        path_svg = flint_evals_sibling(o->output, ".svg");
+        /* per-user vs total tokens/s: one curve per K through the batch sizes */
+        flint_svg_series ser[FLINT_BENCH_MAX_GRID + 1];
+        double xs[FLINT_BENCH_MAX_GRID + 1][FLINT_BENCH_MAX_GRID], ys[FLINT_BENCH_MAX_GRID + 1][FLINT_BENCH_MAX_GRID];
+        char names[FLINT_BENCH_MAX_GRID + 1][64], lab[FLINT_BENCH_MAX_GRID + 1][FLINT_BENCH_MAX_GRID][16];
+        const char *labp[FLINT_BENCH_MAX_GRID + 1][FLINT_BENCH_MAX_GRID];
+        for (int ki = 0; ki < nk; ki++) {
+            int m = 0, K = rows[ki * o->n_batch].k;
+            for (int bi = 0; bi < o->n_batch; bi++) {
+                const row *r = &rows[ki * o->n_batch + bi];
+                xs[ki][m] = r->tps_user;
+                ys[ki][m] = r->tps_total;
+                snprintf(lab[ki][m], sizeof lab[0][0], "b=%d", r->b);
+                labp[ki][m] = lab[ki][m];
+                m++;
+            }
+            if (K == 0) snprintf(names[ki], sizeof names[0], "no speculation");
+            else snprintf(names[ki], sizeof names[0], "K = %d", K);
+            ser[ki] = (flint_svg_series){.name = names[ki], .n = m, .x = xs[ki], .y = ys[ki], .color = ki,
+                                         .labels = labp[ki]};
+        }
+        char title[256];
+        snprintf(title, sizeof title, "Throughput vs interactivity, context %d, %s acceptance", o->context,
+                 synthetic ? "synthetic" : "real");
+        flint_svg_plot pl = {.title = title, .xlabel = "tokens/s per user", .ylabel = "tokens/s total", .lines = 1};
+        if (flint_svg_write(path_svg, &pl, ser, nk, err)) goto done;
+        flint_log_info("bench: wrote %s and %s", o->output, path_svg);
+    }
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    flint_engine_close(e);
+    free(pool);
+    free(owned);
+    free(path_svg);
+    free(rows);
+    return rc;
+}
