@@ -14,3 +14,12 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends build-essential cmake pkg-config \
   libcjson-dev libpcre2-dev libutf8proc-dev libxxhash-dev libevent-dev python3 >/dev/null
 echo "flint: build dependencies installed"
+# evals: rsvg-convert (librsvg2-bin) renders the eval / ab / bench SVG plots to PNG in
+# tests/test_evals_cli.sh; optional (the test parses the SVGs as XML either way)
+$SUDO apt-get install -y -qq --no-install-recommends librsvg2-bin >/dev/null || echo "flint: librsvg2-bin not installed (optional)"
+# server: clang + its runtime libraries build the libFuzzer target of the request parser
+# (tests/fuzz/run.sh); curl and the openai Python SDK are the real clients of tests/test_server.py
+$SUDO apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev curl python3-pip >/dev/null
+if ! python3 -c "import openai" 2>/dev/null; then
+  python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai
+fi
