@@ -35,6 +35,14 @@ int32_t flint_tokenizer_token_id(const flint_tokenizer *t, const char *token);
 const char *flint_tokenizer_token_str(const flint_tokenizer *t, int32_t id);
 /* whether decode(skip_special=1) drops the id: its string is a special added token */
 int flint_tokenizer_is_special(const flint_tokenizer *t, int32_t id);
+/* The exact bytes id adds to decoded text in the middle of a sequence (not as the first token,
+ * whose leading space SentencePiece-style decoders drop): byte-level tokens through the byte
+ * table reversed, "▁" as a space, <0xNN> as the raw byte NN (possibly part of a UTF-8
+ * character; decode's U+FFFD repair does not apply), added and special tokens as their content
+ * (check flint_tokenizer_is_special). Copies min(len, cap) bytes to out, no NUL, and returns
+ * len (retry with a larger buffer when len > cap); 0 for an id no token owns; -1 for an id out of
+ * range or out of memory. */
+int flint_tokenizer_token_bytes(const flint_tokenizer *t, int32_t id, char *out, size_t cap);
 /* BOS/EOS from tokenizer_config.json (or the post-processor); -1 when the model has none. */
 int32_t flint_tokenizer_bos_id(const flint_tokenizer *t);
 int32_t flint_tokenizer_eos_id(const flint_tokenizer *t);
