@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "target/convert.h"
 #include "test.h"
 #include "verifier/engine.h"
@@ -183,6 +185,106 @@ static void test_sampling(void) {
     CHECKF(seen, "the homogeneity test cannot tell T=0.8 from T=1: it has no power");
 }
 
+/* Structured output through the engine: every response parses and matches the schema, with and
+ * without speculation; greedy constrained output is the same with speculation; bad formats are
+ * refused at add. */
+static const char *SCHEMA =
+    "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"person\", \"schema\": {\"type\": \"object\", "
+    "\"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 12}, \"age\": {\"type\": \"integer\"}, "
+    "\"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\", \"maxLength\": 8}, \"maxItems\": 3}, "
+    "\"kind\": {\"enum\": [\"cat\", \"dog\"]}}, \"required\": [\"name\", \"age\", \"kind\"]}}}";
+
+static int run_constrained(flint_engine *e, const char *rf, float temp, uint64_t seed, char *text, size_t cap,
+                           int32_t *toks, int *n_toks, flint_finish_reason *fin) {
+    flint_request_params p;
+    flint_request_params_default(&p);
+    p.max_tokens = 300;
+    p.sampling.temperature = temp;
+    p.sampling.seed = seed;
+    p.response_format = rf;
+    flint_err err = {0};
+    int sid = flint_engine_add(e, prompt[1], plen[1], &p, &err);
+    if (sid < 0) {
+        snprintf(text, cap, "%s", err.msg);
+        return -1;
+    }
+    size_t n = 0;
+    *n_toks = 0;
+    while (flint_engine_active(e)) {
+        const flint_step_event *ev;
+        int ne;
+        if (flint_engine_step(e, &ev, &ne, &err)) return -1;
+        for (int j = 0; j < ne; j++) {
+            if (n + ev[j].text_len < cap) memcpy(text + n, ev[j].text, ev[j].text_len), n += ev[j].text_len;
+            for (int t = 0; t < ev[j].n_tokens && *n_toks < 300; t++) toks[(*n_toks)++] = ev[j].tokens[t];
+            if (ev[j].finish) *fin = ev[j].finish;
+        }
+    }
+    text[n] = 0;
+    const flint_step_event *ev;
+    int ne;
+    flint_engine_step(e, &ev, &ne, &err);
+    return 0;
+}
+
+static int valid_person(const char *text) {
+    cJSON *j = cJSON_Parse(text);
+    if (!cJSON_IsObject(j)) return cJSON_Delete(j), 0;
+    const cJSON *name = cJSON_GetObjectItem(j, "name"), *age = cJSON_GetObjectItem(j, "age"),
+                *kind = cJSON_GetObjectItem(j, "kind"), *tags = cJSON_GetObjectItem(j, "tags"), *it;
+    int ok = cJSON_IsString(name) && strlen(name->valuestring) <= 12 * 4 && cJSON_IsNumber(age) &&
+             age->valuedouble == (double)(long long)age->valuedouble && cJSON_IsString(kind) &&
+             (!strcmp(kind->valuestring, "cat") || !strcmp(kind->valuestring, "dog"));
+    if (tags) {
+        ok &= cJSON_IsArray(tags) && cJSON_GetArraySize(tags) <= 3;
+        cJSON_ArrayForEach(it, tags) ok &= cJSON_IsString(it);
+    }
+    int n = 0;
+    cJSON_ArrayForEach(it, j) n++;
+    ok &= n <= 4;
+    cJSON_Delete(j);
+    return ok;
+}
+
+static void test_structured(void) {
+    static char text[2][4096];
+    static int32_t toks[2][300];
+    int nt[2];
+    flint_finish_reason fin[2];
+    for (int temp = 0; temp <= 1; temp++) {
+        for (int spec = 0; spec <= 1; spec++) {
+            flint_engine *e = open_engine(spec ? DFT : NULL, 4, 2);
+            if (!e) return;
+            for (uint64_t seed = 1; seed <= (temp ? 12u : 1u); seed++) {
+                int rc = run_constrained(e, SCHEMA, (float)temp, seed, text[spec], sizeof text[spec], toks[spec],
+                                         &nt[spec], &fin[spec]);
+                CHECKF(rc == 0 && fin[spec] == FLINT_FINISH_STOP && valid_person(text[spec]),
+                       "T=%d spec %d seed %llu: '%s' (finish %d)", temp, spec, (unsigned long long)seed, text[spec],
+                       fin[spec]);
+                rc = run_constrained(e, "{\"type\": \"json_object\"}", (float)temp, seed + 100, text[spec],
+                                     sizeof text[spec], toks[spec], &nt[spec], &fin[spec]);
+                cJSON *j = cJSON_Parse(text[spec]);
+                CHECKF(rc == 0 && (fin[spec] == FLINT_FINISH_LENGTH || cJSON_IsObject(j)),
+                       "json_object T=%d spec %d: '%s'", temp, spec, text[spec]);
+                cJSON_Delete(j);
+            }
+            if (temp == 0) run_constrained(e, SCHEMA, 0, 1, text[spec], sizeof text[spec], toks[spec], &nt[spec], &fin[spec]);
+            if (spec == 1 && temp == 0) {
+                printf("greedy constrained output: %s\n", text[1]);
+                CHECKF(nt[0] == nt[1] && !memcmp(toks[0], toks[1], sizeof(int32_t) * nt[0]),
+                       "greedy constrained output differs with speculation");
+            }
+            char msg[4096];
+            int32_t t[300];
+            int n;
+            flint_finish_reason f;
+            CHECK(run_constrained(e, "{\"type\": \"json_schema\", \"json_schema\": {\"schema\": {\"$ref\": \"#/x\"}}}",
+                                  0, 1, msg, sizeof msg, t, &n, &f) == -1 && strstr(msg, "$ref"));
+            flint_engine_close(e);
+        }
+    }
+}
+
 int main(void) {
     char dir[] = "/tmp/flint_stories_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -198,6 +300,7 @@ int main(void) {
     flint_engine_close(e);
     test_greedy();
     test_sampling();
+    test_structured();
     for (int i = 0; i < NP; i++) free(prompt[i]);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -183,6 +183,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
     e->row0 = flint_xcalloc((size_t)S, sizeof(int));
     e->events = flint_xcalloc((size_t)S, sizeof *e->events);
     flint_sampler_scratch_init(&e->sc, e->V);
+    e->allowed = flint_xmalloc((size_t)e->V);
     flint_log_info("engine: %s, max_seqs %d, max_model_len %d, prefill chunk %d, %s", o->model_dir, S, e->max_len,
                    o->prefill_chunk, e->dft ? "speculative" : "no drafter");
     if (e->dft) flint_log_info("engine: K = %d, %s drafts; drafter %s", e->K, o->draft_greedy ? "greedy" : "probabilistic",
@@ -198,6 +199,9 @@ void flint_engine_close(flint_engine *e) {
     if (e->ss)
         for (int i = 0; i < e->o.max_seqs; i++) {
             if (e->tok && e->ss[i].st != S_FREE) flint_detok_free(&e->ss[i].dt);
+            flint_grammar_free(e->ss[i].grammar);
+            free(e->ss[i].gstate);
+            free(e->ss[i].gpath);
             free(e->ss[i].tokens);
             free(e->ss[i].blocks);
             free(e->ss[i].text);
@@ -219,6 +223,8 @@ void flint_engine_close(flint_engine *e) {
     free(e->events);
     flint_sampler_scratch_free(&e->sc);
     flint_prefix_free(e->pc);
+    free(e->allowed);
+    flint_grammar_vocab_free(e->gvocab);
     flint_kv_alloc_free(e->kv);
     flint_drafter_close(e->dft);
     flint_target_close(e->tgt);

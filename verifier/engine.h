@@ -76,6 +76,8 @@ typedef struct flint_request_params {
     int n_stop_ids;
     int32_t stop_ids[FLINT_MAX_STOP]; /* extra stop token ids (emitted, then the session ends) */
     int skip_special;         /* decode without special tokens (default 1) */
+    const char *response_format; /* OpenAI response_format JSON (json_object / json_schema), or NULL;
+                                  * compiled at add (a bad one is FLINT_ERR_INVALID / UNSUPPORTED) */
     int logprobs;             /* report the log-probability of each emitted token */
     int top_logprobs;         /* and of the N most likely tokens at its position (0..FLINT_MAX_TOP_LOGPROBS) */
 } flint_request_params;

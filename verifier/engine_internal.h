@@ -6,6 +6,7 @@
 typedef struct flint_prefix_cache flint_prefix_cache;
 
 #include "drafter/drafter.h"
+#include "sampler/grammar.h"
 #include "target/target.h"
 #include "verifier/engine.h"
 
@@ -33,6 +34,9 @@ typedef struct session {
     int n_emit;
     int k; /* drafts this step */
     int cached_tokens;
+    flint_grammar *grammar; /* structured output, or NULL */
+    unsigned char *gstate;  /* committed grammar state */
+    unsigned char *gpath;   /* [FLINT_MAX_DRAFT + 1] states along the draft path */
     float lp[FLINT_MAX_DRAFT + 1];
     int32_t top_ids[(FLINT_MAX_DRAFT + 1) * FLINT_MAX_TOP_LOGPROBS];
     float top_lp[(FLINT_MAX_DRAFT + 1) * FLINT_MAX_TOP_LOGPROBS];
@@ -67,6 +71,8 @@ struct flint_engine {
     int n_events;
     flint_spec_stats pooled;
     flint_prefix_cache *pc; /* NULL when prefix caching is off */
+    flint_grammar_vocab *gvocab; /* built at the first constrained request */
+    uint8_t *allowed;            /* [V] grammar mask scratch */
     int64_t prefix_query_tokens, prefix_hit_tokens;
     char piece[8192];
 };
@@ -82,6 +88,11 @@ int flint_prefix_evict(flint_prefix_cache *c, flint_kv_alloc *kv, int want);
 int flint_prefix_cached_blocks(const flint_prefix_cache *c);
 /* Name the full blocks of a session that hold valid KV (positions < upto) in the cache. */
 void flint_engine_register_blocks(flint_engine *e, session *s, int upto);
+
+/* Structured output: mask the first-token row (prefill) or the verify rows of a session along its
+ * draft path, and advance the committed state over the emitted tokens. */
+void flint_engine_grammar_mask_rows(flint_engine *e, session *s, float *rows, const int32_t *drafts, int k);
+void flint_engine_grammar_commit(flint_engine *e, session *s, const int32_t *toks, int n);
 
 /* session.c */
 void flint_engine_session_free(flint_engine *e, int sid);

@@ -29,13 +29,24 @@ int flint_engine_add(flint_engine *e, const int32_t *prompt, int n_prompt, const
         if (!p->stop[i] || !p->stop[i][0]) return flint_err_set(err, FLINT_ERR_INVALID, "stop strings must not be empty");
     if (p->n_stop && !e->tok)
         return flint_err_set(err, FLINT_ERR_INVALID, "stop strings need a tokenizer; this model has no tokenizer.json");
+    flint_grammar *g = NULL;
+    if (p->response_format) {
+        if (!e->tok) return flint_err_set(err, FLINT_ERR_INVALID, "response_format needs a tokenizer");
+        if (!e->gvocab && !(e->gvocab = flint_grammar_vocab_build(e->tok, err))) return -1;
+        int32_t eos = flint_tokenizer_eos_id(e->tok);
+        if (eos < 0 && e->n_eos) eos = e->eos[0];
+        if (!(g = flint_grammar_compile_vocab(p->response_format, e->gvocab, eos, err))) return -1;
+    }
     int sid = -1;
     for (int i = 0; i < e->o.max_seqs; i++)
         if (e->ss[i].st == S_FREE) {
             sid = i;
             break;
         }
-    if (sid < 0) return flint_err_set(err, FLINT_ERR_NOMEM, "all %d session slots are busy", e->o.max_seqs);
+    if (sid < 0) {
+        flint_grammar_free(g);
+        return flint_err_set(err, FLINT_ERR_NOMEM, "all %d session slots are busy", e->o.max_seqs);
+    }
     session *s = &e->ss[sid];
     int32_t *tokens = s->tokens, *blocks = s->blocks;
     char *text = s->text;
@@ -49,6 +60,14 @@ int flint_engine_add(flint_engine *e, const int32_t *prompt, int n_prompt, const
     s->text_cap = text_cap;
     memcpy(s->stop_store, keep, sizeof keep);
     s->p = *p;
+    s->p.response_format = NULL; /* compiled below; the caller's string is not kept */
+    if (g) {
+        size_t sz = flint_grammar_state_size(g);
+        s->grammar = g;
+        s->gstate = flint_xmalloc(sz);
+        s->gpath = flint_xmalloc(sz * (FLINT_MAX_DRAFT + 1));
+        flint_grammar_state_init(g, s->gstate);
+    }
     for (int i = 0; i < p->n_stop; i++) {
         free(s->stop_store[i]);
         s->stop_store[i] = flint_xstrdup(p->stop[i]);
@@ -80,6 +99,11 @@ void flint_engine_session_free(flint_engine *e, int sid) {
     for (int i = 0; i < s->n_blocks; i++) flint_kv_alloc_release(e->kv, s->blocks[i]);
     s->n_blocks = 0;
     if (e->tok) flint_detok_free(&s->dt); /* a stream cut by a stop string or a cancel is never flushed */
+    flint_grammar_free(s->grammar);
+    free(s->gstate);
+    free(s->gpath);
+    s->grammar = NULL;
+    s->gstate = s->gpath = NULL;
     s->st = S_FREE;
 }
 
@@ -263,4 +287,30 @@ void flint_engine_logprobs(flint_engine *e, session *s, int idx, const float *ro
         tp[at] = pv;
     }
     for (int i = 0; i < have; i++) lps[i] = logf(tp[i]);
+}
+
+void flint_engine_grammar_mask_rows(flint_engine *e, session *s, float *rows, const int32_t *drafts, int k) {
+    if (!s->grammar) return;
+    size_t sz = flint_grammar_state_size(s->grammar);
+    memcpy(s->gpath, s->gstate, sz);
+    unsigned char *st = s->gpath;
+    /* row i is masked with the state after drafts[0..i); once a draft is disallowed its p is 0,
+     * so it is rejected and the rows after it are never read (their mask stays the last one) */
+    for (int i = 0; i <= k; i++) {
+        flint_grammar_mask(s->grammar, st, e->allowed, e->V);
+        float *row = rows + (size_t)i * e->V;
+        for (int v = 0; v < e->V; v++)
+            if (!e->allowed[v]) row[v] = -INFINITY;
+        if (i < k) {
+            unsigned char *next = st + sz;
+            memcpy(next, st, sz);
+            if (flint_grammar_advance(s->grammar, next, drafts[i]) == 0) st = next;
+        }
+    }
+}
+
+void flint_engine_grammar_commit(flint_engine *e, session *s, const int32_t *toks, int n) {
+    if (!s->grammar) return;
+    for (int i = 0; i < n; i++)
+        if (flint_grammar_advance(s->grammar, s->gstate, toks[i]) != 0) break; /* only EOS can end it */
 }

@@ -6,10 +6,12 @@
 #include "verifier/engine_internal.h"
 
 /* Sample the first output token after a completed prefill (SAMPLE stream at its position). */
-static int start_session(flint_engine *e, int sid, const float *logits, flint_err *err) {
+static int start_session(flint_engine *e, int sid, float *logits, flint_err *err) {
     session *s = &e->ss[sid];
+    flint_engine_grammar_mask_rows(e, s, logits, NULL, 0);
     int32_t t = flint_sampler_sample(&s->p.sampling, logits, e->V, s->n_prompt, &e->sc);
     flint_engine_logprobs(e, s, 0, logits, t);
+    flint_engine_grammar_commit(e, s, &t, 1);
     if (flint_engine_emit(e, s, &t, 1, err) < 0) return -1;
     s->anchor = t;
     s->pos = s->n_prompt;
@@ -145,7 +147,8 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
         int r0 = e->row0[i], k = s->k, acc;
         int32_t out[FLINT_MAX_DRAFT + 1];
-        const float *lg = e->logits + (size_t)r0 * e->V;
+        float *lg = e->logits + (size_t)r0 * e->V;
+        flint_engine_grammar_mask_rows(e, s, lg, e->row_tok + r0 + 1, k);
         if (k == 0) {
             out[0] = flint_sampler_sample(&s->p.sampling, lg, e->V, s->pos + 1, &e->sc);
             acc = 0;
@@ -158,6 +161,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         for (int j = 0; j <= acc; j++) flint_engine_logprobs(e, s, j, lg + (size_t)j * e->V, out[j]);
         int kept = flint_engine_emit(e, s, out, acc + 1, err);
         if (kept < 0) return -1;
+        flint_engine_grammar_commit(e, s, out, kept);
         if (k > 0) {
             int a = kept < acc ? kept : acc; /* drafts accepted up to a stop condition */
             flint_spec_stats st = {0};
