@@ -208,6 +208,10 @@ static void start_job(flint_server *s, struct evhttp_request *req, flint_api_req
         j->stop_store[i] = flint_xstrdup(r->params.stop[i]);
         j->params.stop[i] = j->stop_store[i];
     }
+    if (r->params.response_format) {
+        j->response_format_store = flint_xstrdup(r->params.response_format);
+        j->params.response_format = j->response_format_store;
+    }
     j->created = (int64_t)time(NULL);
     j->t_arrival = flint_server_now();
     j->prompt_tokens = n;
@@ -656,6 +660,7 @@ static void finish_job(flint_server *s, flint_server_job *j) {
     cJSON_Delete(j->calls);
     if (j->dt_live) flint_detok_free(&j->dt);
     for (int i = 0; i < FLINT_MAX_STOP; i++) free(j->stop_store[i]);
+    free(j->response_format_store);
     free(j->prompt);
     flint_tokbuf_free(&j->out_tok);
     flint_tokbuf_free(&j->tok);

@@ -402,10 +402,14 @@ static int parse_unsupported(flint_api_request *r, const cJSON *root, flint_api_
         return BAD("logit_bias", "'logit_bias' is not supported by this server");
     if ((v = field(root, "response_format"))) {
         const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
-            return BAD("response_format", "only response_format {\"type\": \"text\"} is supported");
+        if (!cJSON_IsString(t))
+            return BAD("response_format", "'response_format' must be an object with a string 'type'");
+        if (!strcmp(t->valuestring, "json_object") || !strcmp(t->valuestring, "json_schema"))
+            /* compiled by the engine at admission; a schema it cannot handle is a 400 there */
+            r->params.response_format = keep(r, cJSON_PrintUnformatted(v));
+        else if (strcmp(t->valuestring, "text"))
+            return BAD("response_format", "response_format type must be text, json_object or json_schema");
     }
-    (void)r;
     return 0;
 }
 

@@ -250,6 +250,7 @@ void flint_server_close(flint_server *s) {
         flint_tool_parser_free(j->tp);
         cJSON_Delete(j->calls);
         for (int i = 0; i < FLINT_MAX_STOP; i++) free(j->stop_store[i]);
+        free(j->response_format_store);
         free(j->prompt);
         flint_tokbuf_free(&j->out_tok);
         flint_tokbuf_free(&j->tok);

@@ -143,6 +143,7 @@ struct flint_server_job {
     int n_prompt;
     flint_request_params params;
     char *stop_store[FLINT_MAX_STOP];
+    char *response_format_store;
     int64_t created;
     double t_arrival;
     int carry_tokens;                 /* the engine thread passes token ids (token by token or logprobs) */

@@ -363,6 +363,26 @@ def group_api():
             streamed += c.choices[0].logprobs.content
     check([(c.token, round(c.logprob, 5)) for c in streamed] == [(c.token, round(c.logprob, 5)) for c in content],
           "streamed logprobs equal the non-streamed ones")
+    # structured output: every response parses and follows the schema, streamed or not; a schema
+    # the grammar cannot handle is a 400 naming the keyword
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+                                               "legs": {"type": "integer"}, "kind": {"enum": ["cat", "dog"]}},
+              "required": ["name", "legs", "kind"]}
+    rf = {"type": "json_schema", "json_schema": {"name": "pet", "schema": schema}}
+    for seed in range(4):
+        s, _, j, _ = post(port, CHAT, chat_body(max_tokens=120, seed=seed, temperature=1.0, response_format=rf))
+        obj = json.loads(j["choices"][0]["message"]["content"]) if s == 200 else None
+        check(s == 200 and j["choices"][0]["finish_reason"] == "stop" and set(obj) <= {"name", "legs", "kind"}
+              and isinstance(obj["legs"], int) and obj["kind"] in ("cat", "dog") and len(obj["name"]) <= 10,
+              f"json_schema response follows the schema ({j})")
+    r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Tell me"}],
+                                       max_tokens=300, seed=5, response_format={"type": "json_object"})
+    # a free-form object may outgrow max_tokens (as with OpenAI); when it ends by itself it parses
+    check(r.choices[0].finish_reason == "length" or isinstance(json.loads(r.choices[0].message.content), dict),
+          f"json_object through the SDK ({r.choices[0].finish_reason}: {r.choices[0].message.content!r})")
+    s, _, j, _ = post(port, CHAT, chat_body(response_format={"type": "json_schema",
+                                                             "json_schema": {"schema": {"$ref": "#/x"}}}))
+    check(s == 400 and "$ref" in j["error"]["message"], "unsupported schema keyword is a 400 naming it")
     # prefix caching: the same long prompt again comes from the cache
     long_prompt = "Once upon a time there was a little girl named Lily who loved to play in the park. " * 3
     post(port, CMPL, cmpl_body(long_prompt, max_tokens=4))
