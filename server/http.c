@@ -655,18 +655,7 @@ static void finish_job(flint_server *s, flint_server_job *j) {
                    ((j->t_done > 0 ? j->t_done : now) - j->t_arrival) * 1e3, flint_spec_stats_mean_al(&j->stats),
                    failed ? " " : "", failed ? e.message : "");
     list_remove(s, j);
-    flint_reasoning_free(j->rp);
-    flint_tool_parser_free(j->tp);
-    cJSON_Delete(j->calls);
-    if (j->dt_live) flint_detok_free(&j->dt);
-    for (int i = 0; i < FLINT_MAX_STOP; i++) free(j->stop_store[i]);
-    free(j->response_format_store);
-    free(j->prompt);
-    flint_tokbuf_free(&j->out_tok);
-    flint_tokbuf_free(&j->tok);
-    flint_sbuf_free(&j->out_text);
-    flint_sbuf_free(&j->text);
-    free(j);
+    flint_server_job_free(j);
     flint_server_maybe_exit(s);
 }
 
@@ -746,4 +735,19 @@ void flint_server_check_clients(flint_server *s) {
 void flint_server_cancel_all(flint_server *s, flint_cancel_reason why) {
     for (flint_server_job *j = s->jobs; j; j = j->next)
         if (!j->done) flint_server_engine_cancel(s, j, why);
+}
+
+void flint_server_job_free(flint_server_job *j) {
+    flint_reasoning_free(j->rp);
+    flint_tool_parser_free(j->tp);
+    cJSON_Delete(j->calls);
+    if (j->dt_live) flint_detok_free(&j->dt);
+    for (int i = 0; i < FLINT_MAX_STOP; i++) free(j->stop_store[i]);
+    free(j->response_format_store);
+    free(j->prompt);
+    flint_tokbuf_free(&j->out_tok);
+    flint_tokbuf_free(&j->tok);
+    flint_sbuf_free(&j->out_text);
+    flint_sbuf_free(&j->text);
+    free(j);
 }

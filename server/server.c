@@ -245,18 +245,7 @@ void flint_server_close(flint_server *s) {
     while (s->jobs) {
         flint_server_job *j = s->jobs;
         s->jobs = j->next;
-        if (j->dt_live) flint_detok_free(&j->dt);
-        flint_reasoning_free(j->rp);
-        flint_tool_parser_free(j->tp);
-        cJSON_Delete(j->calls);
-        for (int i = 0; i < FLINT_MAX_STOP; i++) free(j->stop_store[i]);
-        free(j->response_format_store);
-        free(j->prompt);
-        flint_tokbuf_free(&j->out_tok);
-        flint_tokbuf_free(&j->tok);
-        flint_sbuf_free(&j->out_text);
-        flint_sbuf_free(&j->text);
-        free(j);
+        flint_server_job_free(j);
     }
     if (s->http) evhttp_free(s->http);
     struct event *evs[] = {s->wake_ev, s->stop_ev, s->tick_ev, s->grace_ev, s->sigterm_ev, s->sigint_ev};

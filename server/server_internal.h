@@ -198,6 +198,10 @@ struct flint_server_job {
     flint_server_job *prev, *next;    /* the in-flight list */
 };
 
+/* Free a job and everything it owns (http.c). */
+void flint_server_job_free(flint_server_job *j);
+
+
 /* ==== the server ==== */
 
 typedef enum { FLINT_SRV_LOADING = 0, FLINT_SRV_READY, FLINT_SRV_FAILED } flint_srv_state;
