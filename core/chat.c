@@ -5,29 +5,16 @@
 #include <cjson/cJSON.h>
 
 #include "json.h"
+#include "sbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        b->s = flint_xrealloc(b->s, cap);
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+typedef flint_sbuf sbuf;
+static void sb_put(sbuf *b, const char *s, size_t n) { flint_sbuf_add(b, s, n); }
+static void sb_str(sbuf *b, const char *s) { flint_sbuf_adds(b, s); }
 
 /* Jinja's |trim: strip ASCII whitespace at both ends. */
 static void sb_trimmed(sbuf *b, const char *s) {
@@ -281,7 +268,7 @@ char *flint_chat_render(flint_chat_format f, const flint_chat_msg *msgs, int n, 
     case FLINT_CHAT_QWEN3: render_chatml(&b, msgs, n, o, 1); break;
     case FLINT_CHAT_LLAMA3:
         if (o->tools && cJSON_GetArraySize(o->tools) > 0) {
-            free(b.s);
+            free(b.p);
             flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tools are supported with the ChatML/Qwen chat templates only");
             return NULL;
         }
@@ -289,21 +276,21 @@ char *flint_chat_render(flint_chat_format f, const flint_chat_msg *msgs, int n, 
         break;
     case FLINT_CHAT_LLAMA2:
         if (o->tools && cJSON_GetArraySize(o->tools) > 0) {
-            free(b.s);
+            free(b.p);
             flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tools are supported with the ChatML/Qwen chat templates only");
             return NULL;
         }
         if (render_llama2(&b, msgs, n, bos, eos, err) != 0) {
-            free(b.s);
+            free(b.p);
             return NULL;
         }
         break;
     default:
-        free(b.s);
+        free(b.p);
         flint_err_set(err, FLINT_ERR_UNSUPPORTED,
                       "no chat template: the model's tokenizer_config.json has none flint recognises "
                       "(choose one with --chat-template chatml|llama3|llama2)");
         return NULL;
     }
-    return b.s;
+    return b.p;
 }

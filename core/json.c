@@ -1,6 +1,8 @@
 /* JSON files and typed field access over cJSON (see json.h). */
 #include "json.h"
 
+#include "sbuf.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -139,24 +141,9 @@ const char *flint_json_get_string(const cJSON *obj, const char *key, const char 
 
 /* ==== Python-compatible serialisation ==== */
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-} pybuf;
-
-static void pb_put(pybuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        b->s = flint_xrealloc(b->s, cap);
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void pb_str(pybuf *b, const char *s) { pb_put(b, s, strlen(s)); }
+typedef flint_sbuf pybuf;
+static void pb_put(pybuf *b, const char *s, size_t n) { flint_sbuf_add(b, s, n); }
+static void pb_str(pybuf *b, const char *s) { flint_sbuf_adds(b, s); }
 
 static void pb_quoted(pybuf *b, const char *s) {
     pb_put(b, "\"", 1);
@@ -234,6 +221,6 @@ static void pb_value(pybuf *b, const cJSON *v) {
 char *flint_json_dumps_py(const cJSON *v) {
     pybuf b = {0};
     pb_value(&b, v);
-    if (!b.s) pb_put(&b, "", 0);
-    return b.s;
+    if (!b.p) pb_put(&b, "", 0);
+    return b.p;
 }

@@ -487,21 +487,21 @@ static void logprobs_json(flint_server *s, flint_server_job *j, int a, int b, fl
 
 /* ==== output parsers ==== */
 
-void flint_server_parse_output(flint_server_job *j, const char *text, size_t n, int final, flint_text *reasoning,
-                               flint_text *content) {
-    flint_text mid = {0};
-    flint_text *to_tools = j->tp ? &mid : content;
+void flint_server_parse_output(flint_server_job *j, const char *text, size_t n, int final, flint_sbuf *reasoning,
+                               flint_sbuf *content) {
+    flint_sbuf mid = {0};
+    flint_sbuf *to_tools = j->tp ? &mid : content;
     if (j->rp) {
         if (n) flint_reasoning_feed(j->rp, text, n, reasoning, to_tools);
         if (final) flint_reasoning_finish(j->rp, reasoning, to_tools);
     } else if (n) {
-        flint_text_append(to_tools, text, n);
+        flint_sbuf_add(to_tools, text, n);
     }
     if (j->tp) {
-        if (mid.n) flint_tool_feed(j->tp, mid.s, mid.n, content, j->calls);
+        if (mid.n) flint_tool_feed(j->tp, mid.p, mid.n, content, j->calls);
         if (final) flint_tool_finish(j->tp, content, j->calls);
     }
-    flint_text_free(&mid);
+    flint_sbuf_free(&mid);
 }
 
 static const char *finish_name(const flint_server_job *j) {
@@ -511,13 +511,13 @@ static const char *finish_name(const flint_server_job *j) {
 
 /* Streamed chat with output parsers: what the parsers released since the last chunk. */
 static void write_parsed(flint_server *s, flint_server_job *j, flint_sbuf *out, int final) {
-    flint_text r = {0}, c = {0};
+    flint_sbuf r = {0}, c = {0};
     flint_server_parse_output(j, j->text.p, j->text.n, final, &r, &c);
     int n_calls = j->calls ? cJSON_GetArraySize(j->calls) : 0, lp = j->params.logprobs;
     if (r.n || c.n || n_calls > j->n_calls_sent || (final && lp && j->tok.n)) {
         flint_sbuf lpj = {0};
         if (lp) logprobs_json(s, j, 0, j->tok.n, &lpj);
-        flint_server_sse_chat_parts(out, j, s->served_name, !j->sent_role, r.s, r.n, c.s, c.n, j->calls, j->n_calls_sent,
+        flint_server_sse_chat_parts(out, j, s->served_name, !j->sent_role, r.p, r.n, c.p, c.n, j->calls, j->n_calls_sent,
                                     NULL, lp ? lpj.p : NULL, j->include_usage ? j->continuous_usage : -1,
                                     j->completion_tokens);
         flint_sbuf_free(&lpj);
@@ -527,8 +527,8 @@ static void write_parsed(flint_server *s, flint_server_job *j, flint_sbuf *out, 
     }
     j->sent_bytes += j->text.n;
     j->text.n = 0;
-    flint_text_free(&r);
-    flint_text_free(&c);
+    flint_sbuf_free(&r);
+    flint_sbuf_free(&c);
 }
 
 /* ==== streaming ==== */
@@ -629,12 +629,12 @@ static void finish_job(flint_server *s, flint_server_job *j) {
         flint_sbuf lpj = {0};
         if (j->params.logprobs) logprobs_json(s, j, 0, j->tok.n, &lpj);
         if (j->rp || j->tp) {
-            flint_text r = {0}, c = {0};
+            flint_sbuf r = {0}, c = {0};
             flint_server_parse_output(j, j->text.p, j->text.n, 1, &r, &c);
-            flint_server_chat_body_parts(&b, j, s->served_name, r.s, r.n, c.s ? c.s : "", c.n, j->calls,
+            flint_server_chat_body_parts(&b, j, s->served_name, r.p, r.n, c.p ? c.p : "", c.n, j->calls,
                                          finish_name(j), j->params.logprobs ? lpj.p : NULL, s->K);
-            flint_text_free(&r);
-            flint_text_free(&c);
+            flint_sbuf_free(&r);
+            flint_sbuf_free(&c);
         } else {
             flint_server_response_body(&b, j, s->served_name, j->text.p ? j->text.p : "", j->text.n,
                                        j->params.logprobs ? lpj.p : NULL, s->K);

@@ -9,28 +9,6 @@
 #include "core/json.h"
 #include "core/status.h"
 
-void flint_text_append(flint_text *t, const char *s, size_t n) {
-    if (t->n + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 64;
-        while (cap < t->n + n + 1) cap *= 2;
-        t->s = flint_xrealloc(t->s, cap);
-        t->cap = cap;
-    }
-    memcpy(t->s + t->n, s, n);
-    t->n += n;
-    t->s[t->n] = 0;
-}
-
-void flint_text_clear(flint_text *t) {
-    t->n = 0;
-    if (t->s) t->s[0] = 0;
-}
-
-void flint_text_free(flint_text *t) {
-    free(t->s);
-    memset(t, 0, sizeof *t);
-}
-
 /* Length of the longest suffix of s[0..n) that is a proper prefix of tag. */
 static size_t partial_tag(const char *s, size_t n, const char *tag) {
     size_t tl = strlen(tag);
@@ -39,10 +17,10 @@ static size_t partial_tag(const char *s, size_t n, const char *tag) {
     return 0;
 }
 
-static void consume(flint_text *pend, size_t k) {
-    memmove(pend->s, pend->s + k, pend->n - k);
+static void consume(flint_sbuf *pend, size_t k) {
+    memmove(pend->p, pend->p + k, pend->n - k);
     pend->n -= k;
-    pend->s[pend->n] = 0;
+    pend->p[pend->n] = 0;
 }
 
 /* ==== reasoning ==== */
@@ -51,66 +29,66 @@ enum { R_START, R_THINK, R_AFTER, R_CONTENT };
 
 struct flint_reasoning_parser {
     int state;
-    flint_text pend;
+    flint_sbuf pend;
 };
 
 flint_reasoning_parser *flint_reasoning_new(void) { return flint_xcalloc(1, sizeof(flint_reasoning_parser)); }
 
 void flint_reasoning_free(flint_reasoning_parser *p) {
     if (!p) return;
-    flint_text_free(&p->pend);
+    flint_sbuf_free(&p->pend);
     free(p);
 }
 
-static void reasoning_run(flint_reasoning_parser *p, flint_text *r, flint_text *c, int final) {
-    flint_text *q = &p->pend;
+static void reasoning_run(flint_reasoning_parser *p, flint_sbuf *r, flint_sbuf *c, int final) {
+    flint_sbuf *q = &p->pend;
     for (;;) {
         if (p->state == R_START) {
             static const char open[] = "<think>";
             size_t m = q->n < 7 ? q->n : 7;
-            if (q->n >= 7 && !memcmp(q->s, open, 7)) {
+            if (q->n >= 7 && !memcmp(q->p, open, 7)) {
                 consume(q, 7);
                 p->state = R_THINK;
                 continue;
             }
-            if (!final && (q->n == 0 || !memcmp(q->s, open, m))) return; /* could still be "<think>" */
+            if (!final && (q->n == 0 || !memcmp(q->p, open, m))) return; /* could still be "<think>" */
             p->state = R_CONTENT;
             continue;
         }
         if (p->state == R_THINK) {
-            char *end = q->n ? strstr(q->s, "</think>") : NULL;
+            char *end = q->n ? strstr(q->p, "</think>") : NULL;
             if (end) {
-                flint_text_append(r, q->s, (size_t)(end - q->s));
-                consume(q, (size_t)(end - q->s) + 8);
+                flint_sbuf_add(r, q->p, (size_t)(end - q->p));
+                consume(q, (size_t)(end - q->p) + 8);
                 p->state = R_AFTER;
                 continue;
             }
-            size_t hold = final ? 0 : partial_tag(q->s, q->n, "</think>");
-            flint_text_append(r, q->s, q->n - hold);
+            size_t hold = final ? 0 : partial_tag(q->p, q->n, "</think>");
+            flint_sbuf_add(r, q->p, q->n - hold);
             consume(q, q->n - hold);
             return;
         }
         if (p->state == R_AFTER) { /* drop the newlines that separate reasoning from the answer */
             size_t k = 0;
-            while (k < q->n && q->s[k] == '\n') k++;
+            while (k < q->n && q->p[k] == '\n') k++;
             consume(q, k);
             if (q->n == 0 && !final) return;
             p->state = R_CONTENT;
             continue;
         }
-        flint_text_append(c, q->s, q->n);
-        flint_text_clear(q);
+        flint_sbuf_add(c, q->p, q->n);
+        flint_sbuf_clear(q);
         return;
     }
 }
 
-void flint_reasoning_feed(flint_reasoning_parser *p, const char *s, size_t n, flint_text *r, flint_text *c) {
-    flint_text_append(&p->pend, s, n);
+void flint_reasoning_feed(flint_reasoning_parser *p, const char *s, size_t n, flint_sbuf *r, flint_sbuf *c) {
+    flint_sbuf_add(&p->pend, s, n);
     reasoning_run(p, r, c, 0);
 }
 
-void flint_reasoning_finish(flint_reasoning_parser *p, flint_text *r, flint_text *c) {
-    if (!p->pend.s) flint_text_append(&p->pend, "", 0);
+void flint_reasoning_finish(flint_reasoning_parser *p, flint_sbuf *r, flint_sbuf *c) {
+    if (!p->pend.p) flint_sbuf_add(&p->pend, "", 0);
     reasoning_run(p, r, c, 1);
 }
 
@@ -120,7 +98,7 @@ struct flint_tool_parser {
     int in_call;
     int count;
     char prefix[32];
-    flint_text pend;
+    flint_sbuf pend;
 };
 
 flint_tool_parser *flint_tool_parser_new(const char *id_prefix) {
@@ -131,7 +109,7 @@ flint_tool_parser *flint_tool_parser_new(const char *id_prefix) {
 
 void flint_tool_parser_free(flint_tool_parser *p) {
     if (!p) return;
-    flint_text_free(&p->pend);
+    flint_sbuf_free(&p->pend);
     free(p);
 }
 
@@ -167,48 +145,48 @@ static cJSON *make_call(flint_tool_parser *p, const char *s, size_t n) {
     return call;
 }
 
-static void tool_run(flint_tool_parser *p, flint_text *c, cJSON *calls, int final) {
+static void tool_run(flint_tool_parser *p, flint_sbuf *c, cJSON *calls, int final) {
     static const char open[] = "<tool_call>", close[] = "</tool_call>";
-    flint_text *q = &p->pend;
+    flint_sbuf *q = &p->pend;
     for (;;) {
         if (!p->in_call) {
-            char *at = q->n ? strstr(q->s, open) : NULL;
+            char *at = q->n ? strstr(q->p, open) : NULL;
             if (at) {
-                flint_text_append(c, q->s, (size_t)(at - q->s));
-                consume(q, (size_t)(at - q->s));
+                flint_sbuf_add(c, q->p, (size_t)(at - q->p));
+                consume(q, (size_t)(at - q->p));
                 p->in_call = 1;
                 continue;
             }
-            size_t hold = final ? 0 : partial_tag(q->s, q->n, open);
-            flint_text_append(c, q->s, q->n - hold);
+            size_t hold = final ? 0 : partial_tag(q->p, q->n, open);
+            flint_sbuf_add(c, q->p, q->n - hold);
             consume(q, q->n - hold);
             return;
         }
         /* q starts with "<tool_call>" */
-        char *end = strstr(q->s + strlen(open), close);
+        char *end = strstr(q->p + strlen(open), close);
         if (!end) {
             if (final) { /* never closed: give the text back */
-                flint_text_append(c, q->s, q->n);
-                flint_text_clear(q);
+                flint_sbuf_add(c, q->p, q->n);
+                flint_sbuf_clear(q);
                 p->in_call = 0;
             }
             return;
         }
-        size_t body = strlen(open), total = (size_t)(end - q->s) + strlen(close);
-        cJSON *call = make_call(p, q->s + body, (size_t)(end - q->s) - body);
+        size_t body = strlen(open), total = (size_t)(end - q->p) + strlen(close);
+        cJSON *call = make_call(p, q->p + body, (size_t)(end - q->p) - body);
         if (call) cJSON_AddItemToArray(calls, call);
-        else flint_text_append(c, q->s, total); /* malformed: plain content */
+        else flint_sbuf_add(c, q->p, total); /* malformed: plain content */
         consume(q, total);
         p->in_call = 0;
     }
 }
 
-void flint_tool_feed(flint_tool_parser *p, const char *s, size_t n, flint_text *c, cJSON *calls) {
-    flint_text_append(&p->pend, s, n);
+void flint_tool_feed(flint_tool_parser *p, const char *s, size_t n, flint_sbuf *c, cJSON *calls) {
+    flint_sbuf_add(&p->pend, s, n);
     tool_run(p, c, calls, 0);
 }
 
-void flint_tool_finish(flint_tool_parser *p, flint_text *c, cJSON *calls) {
-    if (!p->pend.s) flint_text_append(&p->pend, "", 0);
+void flint_tool_finish(flint_tool_parser *p, flint_sbuf *c, cJSON *calls) {
+    if (!p->pend.p) flint_sbuf_add(&p->pend, "", 0);
     tool_run(p, c, calls, 1);
 }

@@ -9,19 +9,13 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/sbuf.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* A growable string the parsers append to. */
-typedef struct flint_text {
-    char *s;
-    size_t n, cap;
-} flint_text;
-
-void flint_text_append(flint_text *t, const char *s, size_t n);
-void flint_text_clear(flint_text *t); /* keeps the memory */
-void flint_text_free(flint_text *t);
+/* The parsers append to core/sbuf.h buffers. */
 
 /* ==== reasoning: Qwen3 <think>...</think> ====
  * Output that starts with "<think>" is reasoning up to "</think>"; the newlines right after
@@ -31,10 +25,10 @@ typedef struct flint_reasoning_parser flint_reasoning_parser;
 
 flint_reasoning_parser *flint_reasoning_new(void);
 void flint_reasoning_free(flint_reasoning_parser *p);
-void flint_reasoning_feed(flint_reasoning_parser *p, const char *s, size_t n, flint_text *reasoning,
-                          flint_text *content);
+void flint_reasoning_feed(flint_reasoning_parser *p, const char *s, size_t n, flint_sbuf *reasoning,
+                          flint_sbuf *content);
 /* End of output: release anything held back. */
-void flint_reasoning_finish(flint_reasoning_parser *p, flint_text *reasoning, flint_text *content);
+void flint_reasoning_finish(flint_reasoning_parser *p, flint_sbuf *reasoning, flint_sbuf *content);
 
 /* ==== tool calls: Hermes / Qwen format ====
  * <tool_call>\n{"name": F, "arguments": {...}}\n</tool_call>, any number, anywhere in the text.
@@ -45,8 +39,8 @@ typedef struct flint_tool_parser flint_tool_parser;
 
 flint_tool_parser *flint_tool_parser_new(const char *id_prefix);
 void flint_tool_parser_free(flint_tool_parser *p);
-void flint_tool_feed(flint_tool_parser *p, const char *s, size_t n, flint_text *content, cJSON *calls);
-void flint_tool_finish(flint_tool_parser *p, flint_text *content, cJSON *calls);
+void flint_tool_feed(flint_tool_parser *p, const char *s, size_t n, flint_sbuf *content, cJSON *calls);
+void flint_tool_finish(flint_tool_parser *p, flint_sbuf *content, cJSON *calls);
 int flint_tool_count(const flint_tool_parser *p); /* calls emitted so far */
 
 #ifdef __cplusplus

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/chat.h"
+#include "core/sbuf.h"
 #include "core/status.h"
 #include "core/tokenizer.h"
 #include "server/parsers.h"
@@ -31,23 +32,7 @@ struct evhttp_bound_socket;
 struct evhttp_request;
 struct evhttp_connection;
 
-/* ==== growable byte buffer (every size is bounded by a configured limit) ==== */
-
-typedef struct flint_sbuf {
-    char *p;
-    size_t n, cap;
-} flint_sbuf;
-
-void flint_sbuf_add(flint_sbuf *b, const void *s, size_t n);
-void flint_sbuf_adds(flint_sbuf *b, const char *s);
-void flint_sbuf_addf(flint_sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-/* A JSON string literal, quotes included. s must be valid UTF-8 (it is passed through). */
-void flint_sbuf_add_json_str(flint_sbuf *b, const char *s, size_t n);
-void flint_sbuf_free(flint_sbuf *b);
+/* growable byte buffer: core/sbuf.h */
 
 /* Emitted tokens with their log-probabilities (when asked for): ids[n], lp[n],
  * top_ids / top_lp [n][n_top]. */
@@ -291,8 +276,8 @@ void flint_server_check_clients(flint_server *s); /* tick: notice clients that l
 void flint_server_cancel_all(flint_server *s, flint_cancel_reason why);
 /* Run text through a job's output parsers (final: the output ended); appends to reasoning,
  * content and j->calls. Loop thread; no socket involved (tests drive it directly). */
-void flint_server_parse_output(flint_server_job *j, const char *text, size_t n, int final, flint_text *reasoning,
-                               flint_text *content);
+void flint_server_parse_output(flint_server_job *j, const char *text, size_t n, int final, flint_sbuf *reasoning,
+                               flint_sbuf *content);
 /* server.c */
 void flint_server_begin_shutdown(flint_server *s, int failed);
 void flint_server_maybe_exit(flint_server *s);   /* after a job finished while draining */

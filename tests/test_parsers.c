@@ -8,7 +8,7 @@
 #include "test.h"
 
 typedef struct {
-    flint_text r, c;
+    flint_sbuf r, c;
     cJSON *calls;
 } result;
 
@@ -43,11 +43,11 @@ static void run_tools(const char *s, const int *cuts, int n_cuts, result *out) {
     flint_tool_parser_free(p);
 }
 
-static const char *str(const flint_text *t) { return t->s ? t->s : ""; }
+static const char *str(const flint_sbuf *t) { return t->p ? t->p : ""; }
 
 static void free_result(result *r) {
-    flint_text_free(&r->r);
-    flint_text_free(&r->c);
+    flint_sbuf_free(&r->r);
+    flint_sbuf_free(&r->c);
     cJSON_Delete(r->calls);
 }
 
@@ -131,19 +131,19 @@ static void test_streaming_equivalence(void) {
             /* reasoning and tools chained per chunk, as the server does */
             flint_reasoning_parser *rp = flint_reasoning_new();
             flint_tool_parser *tp = flint_tool_parser_new("call");
-            flint_text r = {0}, c = {0}, content = {0};
+            flint_sbuf r = {0}, c = {0}, content = {0};
             cJSON *calls = cJSON_CreateArray();
             size_t at = 0;
             for (int i = 0; i <= n; i++) {
                 size_t to = i < n ? (size_t)cuts[i] : len;
-                flint_text_clear(&c);
+                flint_sbuf_clear(&c);
                 flint_reasoning_feed(rp, texts[t] + at, to - at, &r, &c);
-                flint_tool_feed(tp, c.s ? c.s : "", c.n, &content, calls);
+                flint_tool_feed(tp, c.p ? c.p : "", c.n, &content, calls);
                 at = to;
             }
-            flint_text_clear(&c);
+            flint_sbuf_clear(&c);
             flint_reasoning_finish(rp, &r, &c);
-            flint_tool_feed(tp, c.s ? c.s : "", c.n, &content, calls);
+            flint_tool_feed(tp, c.p ? c.p : "", c.n, &content, calls);
             flint_tool_finish(tp, &content, calls);
             char *a = cJSON_PrintUnformatted(calls), *b = cJSON_PrintUnformatted(whole_t.calls);
             CHECKF(!strcmp(str(&r), str(&whole_r.r)) && !strcmp(str(&content), str(&whole_t.c)) && !strcmp(a, b),
@@ -151,9 +151,9 @@ static void test_streaming_equivalence(void) {
             free(a);
             free(b);
             cJSON_Delete(calls);
-            flint_text_free(&r);
-            flint_text_free(&c);
-            flint_text_free(&content);
+            flint_sbuf_free(&r);
+            flint_sbuf_free(&c);
+            flint_sbuf_free(&content);
             flint_reasoning_free(rp);
             flint_tool_parser_free(tp);
         }

@@ -290,15 +290,15 @@ static void test_output_parsers(void) {
     j.calls = cJSON_CreateArray();
     const char *out = "<think>\nweigh it</think>\n\nSure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
                       "{\"city\": \"Paris\"}}\n</tool_call>";
-    flint_text r = {0}, c = {0};
+    flint_sbuf r = {0}, c = {0};
     for (size_t i = 0, n = strlen(out); i < n; i += 3) /* three bytes at a time, tags split anywhere */
         flint_server_parse_output(&j, out + i, n - i < 3 ? n - i : 3, 0, &r, &c);
     flint_server_parse_output(&j, NULL, 0, 1, &r, &c);
-    CHECKF(r.s && !strcmp(r.s, "\nweigh it"), "reasoning '%s'", r.s ? r.s : "");
-    CHECKF(c.s && !strcmp(c.s, "Sure. "), "content '%s'", c.s ? c.s : "");
+    CHECKF(r.p && !strcmp(r.p, "\nweigh it"), "reasoning '%s'", r.p ? r.p : "");
+    CHECKF(c.p && !strcmp(c.p, "Sure. "), "content '%s'", c.p ? c.p : "");
     CHECK(cJSON_GetArraySize(j.calls) == 1);
     flint_sbuf b = {0};
-    flint_server_sse_chat_parts(&b, &j, "m", 1, r.s, r.n, c.s, c.n, j.calls, 0, NULL, NULL, -1, 0);
+    flint_server_sse_chat_parts(&b, &j, "m", 1, r.p, r.n, c.p, c.n, j.calls, 0, NULL, NULL, -1, 0);
     size_t off = 0;
     cJSON *ev = event_json(&b, &off);
     const cJSON *d = ev ? cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0), "delta") : NULL;
@@ -312,7 +312,7 @@ static void test_output_parsers(void) {
     cJSON_Delete(args);
     cJSON_Delete(ev);
     flint_sbuf_free(&b);
-    flint_server_chat_body_parts(&b, &j, "m", r.s, r.n, "", 0, j.calls, "tool_calls", NULL, 0);
+    flint_server_chat_body_parts(&b, &j, "m", r.p, r.n, "", 0, j.calls, "tool_calls", NULL, 0);
     cJSON *body = cJSON_Parse(b.p);
     const cJSON *ch = body ? cJSON_GetArrayItem(cJSON_GetObjectItem(body, "choices"), 0) : NULL;
     const cJSON *msg = ch ? cJSON_GetObjectItem(ch, "message") : NULL;
@@ -322,8 +322,8 @@ static void test_output_parsers(void) {
     CHECK(ch && !strcmp(cJSON_GetObjectItem(ch, "finish_reason")->valuestring, "tool_calls"));
     cJSON_Delete(body);
     flint_sbuf_free(&b);
-    flint_text_free(&r);
-    flint_text_free(&c);
+    flint_sbuf_free(&r);
+    flint_sbuf_free(&c);
     flint_reasoning_free(j.rp);
     flint_tool_parser_free(j.tp);
     cJSON_Delete(j.calls);

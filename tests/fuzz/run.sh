@@ -10,7 +10,7 @@ OUT="$BUILD/fuzz"
 mkdir -p "$OUT/corpus"
 CC="${FUZZ_CC:-clang}"
 "$CC" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -I"$SRC" \
-  "$SRC/tests/fuzz/fuzz_request.c" "$SRC/server/request.c" "$SRC/server/sbuf.c" "$SRC/server/response.c" \
+  "$SRC/tests/fuzz/fuzz_request.c" "$SRC/server/request.c" "$SRC/server/tokbuf.c" "$SRC/server/response.c" \
   "$BUILD/libflint_verifier.a" "$BUILD/libflint_drafter.a" "$BUILD/libflint_target.a" \
   "$BUILD/libflint_sampler.a" "$BUILD/libflint_core.a" \
   $(pkg-config --libs libcjson libpcre2-8 libutf8proc libxxhash) -lgomp -lpthread -lm -o "$OUT/fuzz_request"
