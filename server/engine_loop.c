@@ -36,6 +36,9 @@ static void finish_unrun(flint_server *s, flint_server_job *j, int status, const
     j->out_t_done = flint_server_now();
     mark_ready(s, j);
     pthread_mutex_unlock(&s->out_mu);
+    /* wake the loop now: the step that may follow can emit no event (e.g. one that only retires
+     * finished sessions) and would then leave this answer unsent until the next wake */
+    flint_server_wake_loop(s);
 }
 
 static void publish_events(flint_server *s, flint_server_job **by_sid, const flint_step_event *ev, int n,
