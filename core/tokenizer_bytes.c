@@ -19,22 +19,6 @@
 
 #include "tokenizer_internal.h"
 
-/* "<0xNN>" (u8::from_str_radix also takes a '+' first), as tokenizer_decode.c's byte_token. */
-static int byte_token(const char *s, size_t n) {
-    if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>') return -1;
-    int v = 0;
-    for (int i = 3; i < 5; i++) {
-        char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) {
-            if (i == 3 && c == '+') continue;
-            return -1;
-        }
-        v = v * 16 + d;
-    }
-    return v;
-}
-
 /* One decoder stage over a whole token: src -> dst. Returns -1 on allocation failure. */
 static int stage(const flint_tok_dec *dc, int fused, const char *s, size_t n, flint_tok_buf *dst) {
     flint_err err = {0};
@@ -55,7 +39,7 @@ static int stage(const flint_tok_dec *dc, int fused, const char *s, size_t n, fl
         }
         return 0;
     case FT_DEC_BYTEFALLBACK: {
-        int b = fused ? -1 : byte_token(s, n);
+        int b = fused ? -1 : flint_tok_byte_token(s, n);
         if (b < 0) return flint_tok_buf_put(dst, s, n, &err);
         char c = (char)b;
         return flint_tok_buf_put(dst, &c, 1, &err);

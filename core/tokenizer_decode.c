@@ -83,7 +83,7 @@ static int needs_whole(const flint_tok_dec *dc) {
 }
 
 /* ByteFallback's test: "<0x" two hex digits ">" (u8::from_str_radix also takes a leading '+'). */
-static int byte_token(const char *s, size_t n) {
+int flint_tok_byte_token(const char *s, size_t n) {
     if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>') return -1;
     int v = 0;
     for (int i = 3; i < 5; i++) {
@@ -152,7 +152,7 @@ static int process_whole(const flint_tokenizer *t, flint_detok *d, int k, const 
         return bytelevel_emit(t, d, k, 0, err);
     }
     case FT_DEC_BYTEFALLBACK: {
-        int b = byte_token(s, n);
+        int b = flint_tok_byte_token(s, n);
         if (b >= 0) {
             unsigned char c = (unsigned char)b;
             return db_put(&ss->hold, &c, 1, err);

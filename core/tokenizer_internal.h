@@ -228,4 +228,7 @@ int flint_tok_bpe_word(const flint_tokenizer *t, const char *w, size_t n, int32_
  * normalized added tokens). */
 int flint_tok_normalize(const flint_tokenizer *t, const char *s, size_t n, flint_tok_buf *out, flint_err *err);
 
+/* The byte of a byte-fallback token "<0xNN>", or -1 (tokenizer_decode.c). */
+int flint_tok_byte_token(const char *s, size_t n);
+
 #endif

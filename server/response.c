@@ -65,6 +65,23 @@ static void head(flint_sbuf *b, const flint_server_job *j, const char *model, in
     flint_sbuf_add_json_str(b, model, strlen(model));
 }
 
+/* The end of a streamed chunk after its delta: logprobs, finish_reason, optional usage. */
+static void chunk_tail(flint_sbuf *b, const flint_server_job *j, const char *finish, const char *logprobs, int usage,
+                       int completion_tokens) {
+    flint_sbuf_adds(b, "\"logprobs\":");
+    flint_sbuf_adds(b, logprobs ? logprobs : "null");
+    flint_sbuf_adds(b, ",\"finish_reason\":");
+    if (finish) flint_sbuf_addf(b, "\"%s\"", finish);
+    else flint_sbuf_adds(b, "null");
+    flint_sbuf_adds(b, "}]");
+    if (usage == 0) flint_sbuf_adds(b, ",\"usage\":null");
+    else if (usage > 0) {
+        flint_sbuf_adds(b, ",\"usage\":");
+        flint_server_usage_json(b, j->prompt_tokens, completion_tokens, -1, NULL, 0);
+    }
+    flint_sbuf_adds(b, "}\n\n");
+}
+
 void flint_server_sse_chunk(flint_sbuf *b, const flint_server_job *j, const char *model, const char *text,
                             size_t n, int role, const char *finish, const char *logprobs, int usage,
                             int completion_tokens) {
@@ -84,18 +101,7 @@ void flint_server_sse_chunk(flint_sbuf *b, const flint_server_job *j, const char
         flint_sbuf_add_json_str(b, text, n);
         flint_sbuf_adds(b, ",");
     }
-    flint_sbuf_adds(b, "\"logprobs\":");
-    flint_sbuf_adds(b, logprobs ? logprobs : "null");
-    flint_sbuf_adds(b, ",\"finish_reason\":");
-    if (finish) flint_sbuf_addf(b, "\"%s\"", finish);
-    else flint_sbuf_adds(b, "null");
-    flint_sbuf_adds(b, "}]");
-    if (usage == 0) flint_sbuf_adds(b, ",\"usage\":null");
-    else if (usage > 0) {
-        flint_sbuf_adds(b, ",\"usage\":");
-        flint_server_usage_json(b, j->prompt_tokens, completion_tokens, -1, NULL, 0);
-    }
-    flint_sbuf_adds(b, "}\n\n");
+    chunk_tail(b, j, finish, logprobs, usage, completion_tokens);
 }
 
 void flint_server_sse_usage(flint_sbuf *b, const flint_server_job *j, const char *model, int K) {
@@ -168,18 +174,8 @@ void flint_server_sse_chat_parts(flint_sbuf *b, const flint_server_job *j, const
         flint_sbuf_adds(b, any ? ",\"tool_calls\":" : "\"tool_calls\":");
         tool_calls_json(b, calls, first_call, 1);
     }
-    flint_sbuf_adds(b, "},\"logprobs\":");
-    flint_sbuf_adds(b, logprobs ? logprobs : "null");
-    flint_sbuf_adds(b, ",\"finish_reason\":");
-    if (finish) flint_sbuf_addf(b, "\"%s\"", finish);
-    else flint_sbuf_adds(b, "null");
-    flint_sbuf_adds(b, "}]");
-    if (usage == 0) flint_sbuf_adds(b, ",\"usage\":null");
-    else if (usage > 0) {
-        flint_sbuf_adds(b, ",\"usage\":");
-        flint_server_usage_json(b, j->prompt_tokens, completion_tokens, -1, NULL, 0);
-    }
-    flint_sbuf_adds(b, "}\n\n");
+    flint_sbuf_adds(b, "},");
+    chunk_tail(b, j, finish, logprobs, usage, completion_tokens);
 }
 
 void flint_server_chat_body_parts(flint_sbuf *b, const flint_server_job *j, const char *model, const char *reasoning,
