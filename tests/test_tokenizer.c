@@ -322,6 +322,7 @@ static void check_decode_case(cJSON *j, int line, void *ctx) {
 
 static const char *tokenizer_path(const char *where, char *buf, size_t cap) {
     if (!strncmp(where, "@shared/", 8)) snprintf(buf, cap, "%s/%s", FLINT_SHARED_DIR, where + 8);
+    else if (!strncmp(where, "@models/", 8)) snprintf(buf, cap, "%s/models/%s", FLINT_SOURCE_DIR, where + 8);
     else if (!strcmp(where, "@gpt2")) snprintf(buf, cap, "%s", FLINT_GPT2_TOKENIZER_JSON);
     else snprintf(buf, cap, "%s/%s", FIXDIR, where);
     return buf;

@@ -23,7 +23,7 @@ What it writes (plain text; it must stay under 4 MB, hence the compact id string
   NAME.decode.jsonl      decode-only cases {"ids": [...], "dec", "dsk"}: random and hand-made id
                          sequences (partial UTF-8, byte-fallback runs, special tokens).
   manifest.json          the tokenizers, where their tokenizer.json lives ("@shared/..." under
-                         shared/, "@gpt2" built by tools/gpt2_to_tokenizer_json.py at build
+                         shared/, "@models/..." under the repository's models/, "@gpt2" built by tools/gpt2_to_tokenizer_json.py at build
                          time, else relative to this folder), vocab sizes, id probes, specials.
   llama2c*/, gpt2mini*/  small tokenizer.json files built here (llama2.c tok512.bin in the legacy
                          and Metaspace SentencePiece forms; a truncated GPT-2 with added tokens of
@@ -637,6 +637,9 @@ def main(argv):
         "qwen3": (Tokenizer.from_file(os.path.join(a.shared, "tokenizers", "qwen3", "tokenizer.json")),
                   "@shared/tokenizers/qwen3/tokenizer.json", everything),
         "gpt2": (Tokenizer.from_file(gpt2_json), "@gpt2", everything),
+        # the embedded model's own byte-level BPE (drafter/train/tok.py), read from models/
+        "flint_tiny": (Tokenizer.from_file(os.path.join(REPO, "models", "flint-tiny", "tokenizer.json")),
+                       "@models/flint-tiny/tokenizer.json", everything),
     }
     for name, t in make_llama2c(a.shared).items():
         tks[name] = (t, f"{name}/tokenizer.json", everything if name == "llama2c" else subset)
@@ -647,7 +650,7 @@ def main(argv):
             os.makedirs(os.path.join(a.out, name), exist_ok=True)
             t.save(os.path.join(a.out, where), pretty=False)
             tks[name] = (Tokenizer.from_file(os.path.join(a.out, where)), where, idx)
-    main_toks = ("qwen3", "gpt2", "llama2c")
+    main_toks = ("qwen3", "gpt2", "llama2c", "flint_tiny")
 
     # open_dir fixture: tokenizer_config.json in the object forms (bos as {"content": ...},
     # chat_template as the list of named templates)

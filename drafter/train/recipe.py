@@ -29,13 +29,13 @@ TARGET_DIR, DSPARK_DIR, DFLASH_DIR = "flint-tiny", "flint-tiny-dspark", "flint-t
 FULL = dict(
     vocab=8192, d=256, ff=768, layers=10, heads=4, kv=2, hd=64, seq=512, batch=256, lr=2.5e-3, wd=0.1, warmup=100,
     mixture={"gsm8k": 0.30, "sharegpt": 0.04, "code": 0.66},
-    n_taps=4, draft_layers=3, markov_rank=128, block=7,
+    n_taps=4, draft_layers=3, markov_rank=64, block=7,
     code_bytes=60e6, per_pkg_bytes=8e6, tok_bytes=40e6, gsm_limit=0, sg_limit=0,
     gsm_regen=2000, sg_regen=1000, sg_heldout=100, regen_prompt_max=256,
-    n_sampled=3, regen_temp=1.0, regen_top_p=0.95, regen_max_new=256, regen_batch=8192,
+    n_sampled=8, regen_temp=1.0, regen_top_p=0.95, regen_max_new=256, regen_batch=8192,
     d_lr=2e-3, d_warmup=50, anchor_budget=16384, max_anchors=512, val_frac=0.03,
     eval_gsm=200, eval_mt=80, eval_max_new=256, eval_top_p=0.95, lossless_prompts=16, sampling_check_rows=4000, K=7,
-    budget=690.0, frac={"target": 0.30, "dspark": 0.28, "dflash": 0.10},
+    budget=690.0, frac={"target": 0.48, "dspark": 0.40, "dflash": 0.09},
     log_every=100, size_cap_mb=36.0,
 )
 SMOKE = dict(FULL)
