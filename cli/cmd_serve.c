@@ -33,7 +33,8 @@ static void usage(FILE *f, const flint_server_options *d) {
             "                           \"draft_sample_method\": \"probabilistic\" | \"greedy\"}; 'none' = no drafter\n"
             "  --host ADDR              address to listen on (default %s)\n"
             "  --port N                 port (default %d; 0 = any free port, logged)\n"
-            "  --served-model-name N    the model name clients use (default: MODEL_DIR as given)\n"
+            "  --served-model-name N    the model name clients use (default: MODEL_DIR as given; flint-tiny for the\n"
+            "                           embedded default)\n"
             "  --max-num-seqs N         requests decoded together (default %d)\n"
             "  --max-model-len N        prompt + output limit (default: the model's context)\n"
             "  --prefill-chunk N        prompt tokens prefilled per engine step (default %d)\n"
@@ -158,6 +159,8 @@ int flint_cmd_serve(int argc, char **argv) {
                  "\"draft_sample_method\": \"probabilistic\"}", FLINT_DEFAULT_DRAFTER);
         o.spec_config = default_spec;
     }
+    /* the embedded default answers to its short name, not to the build tree's absolute path */
+    if (!have_model && !o.served_model_name) o.served_model_name = "flint-tiny";
     flint_err err = {0};
     flint_server *s = flint_server_open(&o, &err);
     if (!s) {

@@ -43,6 +43,7 @@ static const char *reason_phrase(int status) {
     case 429: return "Too Many Requests";
     case 499: return "Client Closed Request";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     default: return "Error";
     }
@@ -750,4 +751,57 @@ void flint_server_job_free(flint_server_job *j) {
     flint_sbuf_free(&j->out_text);
     flint_sbuf_free(&j->text);
     free(j);
+}
+
+/* ==== libevent's own error pages ====
+ * libevent 2.1 (Debian 12) answers some requests itself, before any handler runs: a body over
+ * evhttp's limit (413), a disallowed method (405), a malformed request line or headers (400). It
+ * writes an HTML page, and 2.1 has no hook for it (evhttp_set_errorcb arrived in 2.2). Clients
+ * of an OpenAI API parse error bodies as JSON, so every connection's output buffer carries a
+ * callback that, while such a page still waits unsent in the buffer, swaps it for an error
+ * object with the same status. It only ever touches a buffer that holds exactly one complete
+ * libevent error page (status line first, the page's fixed HTML ending last). */
+static _Thread_local int g_rewriting;
+
+static void libevent_page_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg) {
+    flint_server *s = arg;
+    static const char tail[] = "</BODY></HTML>\n";
+    size_t n = evbuffer_get_length(buf);
+    if (g_rewriting || info->n_added == 0 || n < 64 || n > 1024) return;
+    char page[1025];
+    if (evbuffer_copyout(buf, page, n) != (ev_ssize_t)n) return;
+    page[n] = '\0';
+    int status = 0, vmaj = 0, vmin = 0;
+    if (sscanf(page, "HTTP/%d.%d %d ", &vmaj, &vmin, &status) != 3 || status < 400 || status > 599) return;
+    if (memcmp(page + n - (sizeof tail - 1), tail, sizeof tail - 1) || !strstr(page, "<HTML><HEAD>\n<TITLE>")) return;
+
+    flint_api_error e = {0};
+    if (status == 413)
+        flint_api_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                            "the request body is larger than this server's limit of %zu bytes (--max-body-bytes)",
+                            s->o.max_body_bytes);
+    else if (status == 405 || status == 501)
+        flint_api_error_set(&e, status, "invalid_request_error", "method_not_allowed", NULL,
+                            "this server takes GET and POST only");
+    else
+        flint_api_error_set(&e, status, "invalid_request_error", NULL, NULL,
+                            "malformed HTTP request (request line, headers or body framing)");
+    flint_sbuf b = {0};
+    flint_server_error_body(&b, &e);
+    g_rewriting = 1;
+    evbuffer_drain(buf, n);
+    evbuffer_add_printf(buf,
+                        "HTTP/%d.%d %d %s\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                        "Content-Length: %zu\r\n\r\n",
+                        vmaj, vmin, status, reason_phrase(status), b.n);
+    evbuffer_add(buf, b.p, b.n);
+    g_rewriting = 0;
+    flint_sbuf_free(&b);
+    if (status == 413) flint_log_info("request body over %zu bytes: 413", s->o.max_body_bytes);
+}
+
+struct bufferevent *flint_server_http_bev(struct event_base *base, void *arg) {
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (bev) evbuffer_add_cb(bufferevent_get_output(bev), libevent_page_cb, arg);
+    return bev;
 }

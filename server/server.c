@@ -190,6 +190,7 @@ flint_server *flint_server_open(const flint_server_options *opts, flint_err *err
     /* over-limit bodies: read the rest before closing, so the client sees the 413 */
     evhttp_set_flags(s->http, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_gencb(s->http, flint_server_http_request, s);
+    evhttp_set_bevcb(s->http, flint_server_http_bev, s);
     if (!(s->bound = evhttp_bind_socket_with_handle(s->http, s->o.host, (ev_uint16_t)s->o.port))) {
         flint_err_set(err, FLINT_ERR_IO, "cannot listen on %s:%d (address in use, or not an address of this host)",
                       s->o.host, s->o.port);

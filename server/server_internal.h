@@ -271,6 +271,10 @@ double flint_server_now(void); /* monotonic seconds */
 /* http.c */
 struct evhttp_request;
 void flint_server_http_request(struct evhttp_request *req, void *arg); /* the evhttp generic callback */
+struct bufferevent;
+struct event_base;
+/* evhttp_set_bevcb: connections whose libevent-made error pages become OpenAI error objects */
+struct bufferevent *flint_server_http_bev(struct event_base *base, void *arg);
 void flint_server_on_wake(flint_server *s);      /* engine output is ready (loop thread) */
 void flint_server_check_clients(flint_server *s); /* tick: notice clients that left */
 void flint_server_cancel_all(flint_server *s, flint_cancel_reason why);

@@ -24,6 +24,8 @@ sockets. Groups:
               request whose client left is cancelled too
   shutdown    SIGTERM: no new connections, in-flight streams finish (or end with an SSE error after
               the grace period), exit 0
+  default     no model argument: the embedded pair (flint-tiny + flint-tiny-dspark, K = 7) under the name
+              flint-tiny; greedy text equal with and without speculation, streamed and not
   load        256 concurrent streaming clients for LOAD_SECONDS (60) with `flint load`: no failures,
               replayed texts identical (no lost or duplicated tokens), resident memory stable
 Prints "N passed, N failed" and exits 1 on any failure.
@@ -549,6 +551,17 @@ def group_robust():
     err(s, j, 404, code="model_not_found", param="model", what="unknown model")
     s, h, d = request(port, "POST", CMPL, json.dumps({"prompt": "x" * 5000}))
     check(s == 413, f"body over the limit: 413 (got {s})")
+    try:
+        j = json.loads(d)
+    except ValueError:
+        j = None
+    err(s, j, 413, code="request_too_large", what="body over the limit: an OpenAI error object, not libevent's page")
+    s, h, d = request(port, "PUT", CMPL, "{}")
+    try:
+        j = json.loads(d)
+    except ValueError:
+        j = None
+    check(s in (405, 501) and isinstance(j, dict) and "error" in j, f"PUT: {s} with an error object (got {d[:80]!r})")
     s, _, j, _ = post(port, CMPL, {"prompt": "Once upon a time", "max_tokens": 600})
     err(s, j, 400, code="context_length_exceeded", what="prompt + max_tokens over the context")
     s, _, j, _ = post(port, CMPL, {"prompt": "Once " * 600, "max_tokens": 5})
@@ -900,7 +913,53 @@ def group_load():
                                           "server_rss_mb") if k in rep}))
 
 
-GROUPS = {"api": group_api, "stream": group_stream, "robust": group_robust, "notready": group_notready,
+def group_default():
+    """`flint serve` with no model: the embedded pair (models/flint-tiny + flint-tiny-dspark, K = 7)."""
+    from openai import OpenAI
+    if not os.path.exists(f"{SRC}/models/flint-tiny-dspark/config.json"):
+        check(False, "models/flint-tiny-dspark is missing")
+        return
+    cmd = [FLINT, "serve", "--port", "0", "--log-interval", "0"]
+    srv = Server.__new__(Server)  # Server() adds MODEL and SPEC to the command; run the bare one
+    srv.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    SERVERS.append(srv)
+    srv.log, srv.port = [], None
+    for line in srv.p.stderr:
+        srv.log.append(line)
+        m = re.search(r"listening on http://[0-9.]+:(\d+)", line)
+        if m:
+            srv.port = int(m.group(1))
+            break
+    threading.Thread(target=lambda: [srv.log.append(x) for x in srv.p.stderr], daemon=True).start()
+    srv.wait_ready()
+    port = srv.port
+    client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+    models = client.models.list().data
+    check(len(models) == 1 and models[0].id == "flint-tiny", f"/v1/models serves flint-tiny ({[m.id for m in models]})")
+    info = models[0].model_extra or {}
+    check(info.get("speculative") == {"enabled": True, "num_speculative_tokens": 7},
+          f"speculative on with K = 7 by default ({info.get('speculative')})")
+    q = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+         "How many clips did Natalia sell altogether in April and May?")
+    msgs = [{"role": "user", "content": q}]
+    r = client.chat.completions.create(model="flint-tiny", messages=msgs, max_tokens=96, temperature=0)
+    sp = (r.usage.model_extra or {}).get("speculative") or {}
+    check(sp.get("num_spec_steps", 0) > 0 and len(sp.get("accepted_per_position", [])) == 7,
+          f"usage.speculative with 7 positions ({sp})")
+    check(sp.get("mean_acceptance_length", 0) > 1.5, f"the trained drafter is accepted (AL {sp.get('mean_acceptance_length')})")
+    off = client.chat.completions.create(model="flint-tiny", messages=msgs, max_tokens=96, temperature=0,
+                                         extra_body={"speculative": {"enabled": False}})
+    check(r.choices[0].message.content == off.choices[0].message.content and len(r.choices[0].message.content) > 20,
+          "greedy text with speculation equals the text without")
+    parts = [c.choices[0].delta.content or "" for c in client.chat.completions.create(
+        model="flint-tiny", messages=msgs, max_tokens=96, temperature=0, stream=True) if c.choices]
+    check("".join(parts) == r.choices[0].message.content, "streamed greedy text equals the non-streamed text")
+    check(any("flint-tiny-dspark" in x for x in srv.log) and any("K = 7" in x for x in srv.log),
+          "the log names the default drafter and K")
+    check(srv.stop() == 0, "exit 0")
+
+
+GROUPS = {"default": group_default, "api": group_api, "stream": group_stream, "robust": group_robust, "notready": group_notready,
           "auth": group_auth, "timeouts": group_timeouts, "disconnect": group_disconnect,
           "shutdown": group_shutdown, "load": group_load}
 
