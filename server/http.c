@@ -231,6 +231,7 @@ static void start_job(flint_server *s, struct evhttp_request *req, flint_api_req
         snprintf(prefix, sizeof prefix, "call_%012llx", (unsigned long long)(mix64(rnd ^ 0x5bd1e995) >> 16));
         j->tp = flint_tool_parser_new(prefix);
         j->calls = cJSON_CreateArray();
+        j->tool_forced = r->tool_forced;
     }
     if ((j->rp || j->tp) && j->token_by_token) { /* parsed output goes out as the parsers release it */
         j->token_by_token = 0;
@@ -499,7 +500,14 @@ void flint_server_parse_output(flint_server_job *j, const char *text, size_t n, 
         flint_sbuf_add(to_tools, text, n);
     }
     if (j->tp) {
+        /* a forced call (tool_choice required / named) is bare JSON: the tags are added here */
+        static const char open_tag[] = "<tool_call>\n", close_tag[] = "\n</tool_call>";
+        if (j->tool_forced == 1 && (mid.n || final)) {
+            flint_tool_feed(j->tp, open_tag, sizeof open_tag - 1, content, j->calls);
+            j->tool_forced = 2;
+        }
         if (mid.n) flint_tool_feed(j->tp, mid.p, mid.n, content, j->calls);
+        if (final && j->tool_forced) flint_tool_feed(j->tp, close_tag, sizeof close_tag - 1, content, j->calls);
         if (final) flint_tool_finish(j->tp, content, j->calls);
     }
     flint_sbuf_free(&mid);

@@ -312,8 +312,68 @@ static int parse_speculative(flint_api_request *r, const cJSON *root, flint_api_
     return 0;
 }
 
+static const cJSON *tool_by_name(const cJSON *tools, const char *name) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, tools) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(it, "function"), "name");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, name)) return it;
+    }
+    return NULL;
+}
+
+/* tool_choice "required" or a named function: the output is forced, through the same grammar as
+ * response_format, to one call object {"name": F, "arguments": {...}} (F the named function, or
+ * any of the tools), with each function's "parameters" as the schema of its arguments. The
+ * server wraps it in <tool_call> tags for the Hermes parser, so streamed deltas, ids and the final
+ * message come out exactly as for a call the model chose itself (vLLM forces a JSON form too). */
+static int force_tool_schema(flint_api_request *r, flint_api_error *e) {
+    if (r->params.response_format)
+        return BAD("tool_choice", "tool_choice \"required\" or a named function cannot be combined with response_format");
+    cJSON *alts = cJSON_CreateArray();
+    const cJSON *it;
+    cJSON_ArrayForEach(it, r->tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(it, "function");
+        const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
+        if (r->tool_choice_name && strcmp(name, r->tool_choice_name)) continue;
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        cJSON *o = cJSON_CreateObject(), *props = cJSON_CreateObject(), *nm = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "type", "object");
+        cJSON_AddStringToObject(nm, "const", name);
+        cJSON_AddItemToObject(props, "name", nm);
+        if (cJSON_IsObject(params)) {
+            cJSON_AddItemToObject(props, "arguments", cJSON_Duplicate(params, 1));
+        } else {
+            cJSON *any = cJSON_CreateObject();
+            cJSON_AddStringToObject(any, "type", "object");
+            cJSON_AddItemToObject(props, "arguments", any);
+        }
+        cJSON_AddItemToObject(o, "properties", props);
+        const char *req[] = {"name", "arguments"};
+        cJSON_AddItemToObject(o, "required", cJSON_CreateStringArray(req, 2));
+        cJSON_AddBoolToObject(o, "additionalProperties", 0);
+        cJSON_AddItemToArray(alts, o);
+    }
+    cJSON *schema;
+    if (cJSON_GetArraySize(alts) == 1) {
+        schema = cJSON_DetachItemFromArray(alts, 0);
+        cJSON_Delete(alts);
+    } else {
+        schema = cJSON_CreateObject();
+        cJSON_AddItemToObject(schema, "anyOf", alts);
+    }
+    cJSON *rf = cJSON_CreateObject(), *js = cJSON_CreateObject();
+    cJSON_AddStringToObject(rf, "type", "json_schema");
+    cJSON_AddStringToObject(js, "name", "tool_call");
+    cJSON_AddItemToObject(js, "schema", schema);
+    cJSON_AddItemToObject(rf, "json_schema", js);
+    r->params.response_format = keep(r, cJSON_PrintUnformatted(rf));
+    cJSON_Delete(rf);
+    return 0;
+}
+
 /* Chat tools: an array of {"type": "function", "function": {"name", "description"?, "parameters"?}},
- * handed to the chat template; tool_choice "auto" (default) or "none". Whether the server can
+ * handed to the chat template; tool_choice "auto" (default), "none", "required" or a named function
+ * (the last two force a call, see force_tool_schema). Whether the server can
  * parse tool calls (--tool-call-parser) is checked by http.c. */
 static int parse_tools(flint_api_request *r, const cJSON *root, flint_api_error *e) {
     const cJSON *t = field(root, "tools"), *it;
@@ -331,9 +391,26 @@ static int parse_tools(flint_api_request *r, const cJSON *root, flint_api_error 
     }
     const cJSON *c = field(root, "tool_choice");
     if (c) {
-        if (!cJSON_IsString(c) || (strcmp(c->valuestring, "auto") && strcmp(c->valuestring, "none")))
-            return BAD("tool_choice", "only tool_choice \"auto\" or \"none\" is supported");
-        r->tool_choice_none = !strcmp(c->valuestring, "none");
+        const char *named = NULL;
+        if (cJSON_IsObject(c)) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "type");
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+            const cJSON *name = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+            if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsString(name))
+                return BAD("tool_choice", "a named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            named = name->valuestring;
+        } else if (!cJSON_IsString(c) || (strcmp(c->valuestring, "auto") && strcmp(c->valuestring, "none") &&
+                                          strcmp(c->valuestring, "required"))) {
+            return BAD("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or a named function");
+        }
+        r->tool_choice_none = cJSON_IsString(c) && !strcmp(c->valuestring, "none");
+        if (named || (cJSON_IsString(c) && !strcmp(c->valuestring, "required"))) {
+            if (!r->tools) return BAD("tool_choice", "tool_choice %s needs a non-empty 'tools'", named ? "(a named function)" : "\"required\"");
+            if (named && !tool_by_name(r->tools, named))
+                return BAD("tool_choice", "tool_choice names '%.100s', which is not in 'tools'", named);
+            r->tool_forced = 1;
+            r->tool_choice_name = named;
+        }
     }
     const cJSON *kw = field(root, "chat_template_kwargs");
     if (kw) {
@@ -410,6 +487,7 @@ static int parse_unsupported(flint_api_request *r, const cJSON *root, flint_api_
         else if (strcmp(t->valuestring, "text"))
             return BAD("response_format", "response_format type must be text, json_object or json_schema");
     }
+    if (r->tool_forced && force_tool_schema(r, e)) return -1;
     return 0;
 }
 

@@ -93,6 +93,8 @@ typedef struct flint_api_request {
     /* chat: tools (a non-empty array, into root) and tool_choice "none"; chat_template_kwargs */
     const cJSON *tools;
     int tool_choice_none;
+    int tool_forced;              /* tool_choice "required" or named: the output is one forced call */
+    const char *tool_choice_name; /* the named function, NULL for "required" */
     int enable_thinking;      /* chat_template_kwargs.enable_thinking; -1 = the template's default */
 } flint_api_request;
 
@@ -174,6 +176,7 @@ struct flint_server_job {
     int sent_role;
     flint_reasoning_parser *rp;       /* chat output parsers (--reasoning-parser, --tool-call-parser) */
     flint_tool_parser *tp;
+    int tool_forced;             /* 1: a forced call whose opening tag is not fed yet, 2: fed */
     cJSON *calls;                     /* tool calls parsed so far */
     int n_calls_sent;
     flint_detok dt;                   /* token by token: text boundaries between tokens */

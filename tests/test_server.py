@@ -25,7 +25,8 @@ sockets. Groups:
   shutdown    SIGTERM: no new connections, in-flight streams finish (or end with an SSE error after
               the grace period), exit 0
   default     no model argument: the embedded pair (flint-tiny + flint-tiny-dspark, K = 7) under the name
-              flint-tiny; greedy text equal with and without speculation, streamed and not
+              flint-tiny; greedy text equal with and without speculation, streamed and not; tool_choice
+              "required" and a named function through the openai SDK, streamed and not
   load        256 concurrent streaming clients for LOAD_SECONDS (60) with `flint load`: no failures,
               replayed texts identical (no lost or duplicated tokens), resident memory stable
 Prints "N passed, N failed" and exits 1 on any failure.
@@ -913,15 +914,11 @@ def group_load():
                                           "server_rss_mb") if k in rep}))
 
 
-def group_default():
-    """`flint serve` with no model: the embedded pair (models/flint-tiny + flint-tiny-dspark, K = 7)."""
-    from openai import OpenAI
-    if not os.path.exists(f"{SRC}/models/flint-tiny-dspark/config.json"):
-        check(False, "models/flint-tiny-dspark is missing")
-        return
-    cmd = [FLINT, "serve", "--port", "0", "--log-interval", "0"]
-    srv = Server.__new__(Server)  # Server() adds MODEL and SPEC to the command; run the bare one
-    srv.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def default_server(*extra):
+    """`flint serve` without a model argument (Server() always passes MODEL and SPEC)."""
+    srv = Server.__new__(Server)
+    srv.p = subprocess.Popen([FLINT, "serve", "--port", "0", "--log-interval", "0", *extra], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
     SERVERS.append(srv)
     srv.log, srv.port = [], None
     for line in srv.p.stderr:
@@ -931,7 +928,19 @@ def group_default():
             srv.port = int(m.group(1))
             break
     threading.Thread(target=lambda: [srv.log.append(x) for x in srv.p.stderr], daemon=True).start()
+    if srv.port is None:
+        raise RuntimeError("the server did not start:\n" + srv.text())
     srv.wait_ready()
+    return srv
+
+
+def group_default():
+    """`flint serve` with no model: the embedded pair (models/flint-tiny + flint-tiny-dspark, K = 7)."""
+    from openai import OpenAI
+    if not os.path.exists(f"{SRC}/models/flint-tiny-dspark/config.json"):
+        check(False, "models/flint-tiny-dspark is missing")
+        return
+    srv = default_server()
     port = srv.port
     client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
     models = client.models.list().data
@@ -957,6 +966,51 @@ def group_default():
     check(any("flint-tiny-dspark" in x for x in srv.log) and any("K = 7" in x for x in srv.log),
           "the log names the default drafter and K")
     check(srv.stop() == 0, "exit 0")
+
+    # tool_choice "required" and a named function force one call through the grammar: the openai
+    # SDK gets message.tool_calls (and delta.tool_calls when streaming) with arguments that parse
+    # and follow the function's parameters
+    srv = default_server("--tool-call-parser", "hermes", "--enable-auto-tool-choice")
+    client = OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="unused", max_retries=0)
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "current weather", "parameters": {
+                 "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+                 "required": ["city", "unit"]}}},
+             {"type": "function", "function": {"name": "add", "parameters": {
+                 "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                 "required": ["a", "b"]}}}]
+    msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+    for choice, names in (("required", ("get_weather", "add")),
+                          ({"type": "function", "function": {"name": "get_weather"}}, ("get_weather",))):
+        what = f"tool_choice {json.dumps(choice)}"
+        r = client.chat.completions.create(model="flint-tiny", messages=msgs, tools=tools, tool_choice=choice,
+                                           temperature=0, max_tokens=200)
+        calls = r.choices[0].message.tool_calls or []
+        ok = len(calls) == 1 and calls[0].function.name in names and calls[0].id.startswith("call_")
+        args = json.loads(calls[0].function.arguments) if ok else None
+        if ok and calls[0].function.name == "get_weather":
+            ok = set(args) == {"city", "unit"} and isinstance(args["city"], str) and args["unit"] in ("c", "f")
+        elif ok:
+            ok = set(args) == {"a", "b"} and all(isinstance(v, int) for v in args.values())
+        check(ok and r.choices[0].finish_reason == "tool_calls" and not r.choices[0].message.content,
+              f"{what}: one call that follows its schema ({r.choices[0]})")
+        stream = list(client.chat.completions.create(model="flint-tiny", messages=msgs, tools=tools, tool_choice=choice,
+                                                     temperature=0, max_tokens=200, stream=True))
+        deltas = [t for c in stream if c.choices for t in (c.choices[0].delta.tool_calls or [])]
+        name = "".join(t.function.name or "" for t in deltas if t.function)
+        argtext = "".join(t.function.arguments or "" for t in deltas if t.function)
+        check(calls and name == calls[0].function.name and json.loads(argtext or "null") == args and
+              any(c.choices and c.choices[0].finish_reason == "tool_calls" for c in stream),
+              f"{what}: streamed delta.tool_calls equal the non-streamed call")
+    for bad, why in (("always", "unknown tool_choice"), ({"type": "function", "function": {"name": "nope"}}, "unknown function"),
+                     ({"type": "function"}, "named choice without a function")):
+        s, _, j, _ = post(srv.port, CHAT, {"messages": msgs, "tools": tools, "tool_choice": bad, "max_tokens": 5})
+        check(s == 400 and j["error"]["param"] == "tool_choice", f"{why}: 400 on tool_choice ({s} {j})")
+    s, _, j, _ = post(srv.port, CHAT, {"messages": msgs, "tool_choice": "required", "max_tokens": 5})
+    check(s == 400 and j["error"]["param"] == "tool_choice", f"tool_choice required without tools: 400 ({s} {j})")
+    s, _, j, _ = post(srv.port, CHAT, {"messages": msgs, "tools": tools, "tool_choice": "required", "max_tokens": 5,
+                                       "response_format": {"type": "json_object"}})
+    check(s == 400, f"tool_choice required with response_format: 400 ({s})")
+    check(srv.stop() == 0, "exit 0 (tools server)")
 
 
 GROUPS = {"default": group_default, "api": group_api, "stream": group_stream, "robust": group_robust, "notready": group_notready,
