@@ -805,7 +805,8 @@ static void libevent_page_cb(struct evbuffer *buf, const struct evbuffer_cb_info
     evbuffer_add(buf, b.p, b.n);
     g_rewriting = 0;
     flint_sbuf_free(&b);
-    if (status == 413) flint_log_info("request body over %zu bytes: 413", s->o.max_body_bytes);
+    flint_log_info("%d %s (answered by libevent before routing)", status, e.message);
+    flint_server_metrics_rejected(s, status);
 }
 
 struct bufferevent *flint_server_http_bev(struct event_base *base, void *arg) {
