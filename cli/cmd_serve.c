@@ -38,6 +38,7 @@ static void usage(FILE *f, const flint_server_options *d) {
             "  --max-num-seqs N         requests decoded together (default %d)\n"
             "  --max-model-len N        prompt + output limit (default: the model's context)\n"
             "  --prefill-chunk N        prompt tokens prefilled per engine step (default %d)\n"
+            "  --no-enable-prefix-caching  recompute every prompt (default: reuse cached KV of shared prefixes)\n"
             "  --max-queue N            requests waiting beyond --max-num-seqs before 429 (default %d)\n"
             "  --api-key KEY            require 'Authorization: Bearer KEY' on /v1/* (or set FLINT_API_KEY)\n"
             "  --chat-template NAME     force chatml | qwen3 | llama3 | llama2 (default: from the tokenizer config)\n"
@@ -77,6 +78,8 @@ static int parse(int argc, char **argv, flint_server_options *o, int *have_model
             exit(0);
         } else if (!strcmp(a, "--stream-token-by-token")) {
             o->stream_token_by_token = 1;
+        } else if (!strcmp(a, "--no-enable-prefix-caching") || !strcmp(a, "--enable-prefix-caching")) {
+            o->enable_prefix_caching = !strcmp(a, "--enable-prefix-caching");
         } else if (!strcmp(a, "--enable-auto-tool-choice")) {
             /* vLLM's flag, accepted for compatible command lines: --tool-call-parser enables tools */
         } else if (a[0] == '-' && a[1] == '-') {

@@ -27,6 +27,7 @@ void flint_server_options_default(flint_server_options *o) {
     o->port = 8000;
     o->max_num_seqs = 64;
     o->prefill_chunk = 512;
+    o->enable_prefix_caching = 1;
     o->max_queue = 256;
     o->http_timeout_s = 30;
     o->max_body_bytes = (size_t)8 << 20;
@@ -164,6 +165,7 @@ flint_server *flint_server_open(const flint_server_options *opts, flint_err *err
     s->eo.max_seqs = s->o.max_num_seqs;
     s->eo.max_model_len = s->o.max_model_len;
     s->eo.prefill_chunk = s->o.prefill_chunk;
+    s->eo.enable_prefix_caching = s->o.enable_prefix_caching;
     /* Every core but one by default: the loop thread needs one, and OpenMP teams that share their
      * cores with it spin in barriers (measured: 7x slower steps on a 2-core machine). */
     s->eo.n_threads = s->o.threads;

@@ -33,6 +33,7 @@ typedef struct flint_server_options {
     int max_num_seqs;              /* engine slots: requests decoded together (64) */
     int max_model_len;             /* 0: the model's context */
     int prefill_chunk;             /* prompt rows per engine step (512) */
+    int enable_prefix_caching;     /* reuse cached KV blocks of shared prompt prefixes (1) */
     int max_queue;                 /* requests waiting in front of the slots before 429 (256) */
     int threads;                   /* engine CPU threads; 0 = every core but one (the loop's) */
     int stream_token_by_token;     /* one SSE event per token even when a step emits several (0) */

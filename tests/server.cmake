@@ -14,7 +14,7 @@ endif()
 flint_add_test(test_server_unit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_server_unit.c LIBS flint_server
                LABELS "cpu;server")
 
-foreach(group default api stream robust notready auth timeouts disconnect shutdown)
+foreach(group default multiturn api stream robust notready auth timeouts disconnect shutdown)
   add_test(NAME test_server_${group}
            COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_server.py $<TARGET_FILE:flint> ${CMAKE_SOURCE_DIR} ${group})
   set_tests_properties(test_server_${group} PROPERTIES LABELS "cpu;server" TIMEOUT 600)

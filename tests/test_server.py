@@ -27,6 +27,8 @@ sockets. Groups:
   default     no model argument: the embedded pair (flint-tiny + flint-tiny-dspark, K = 7) under the name
               flint-tiny; greedy text equal with and without speculation, streamed and not; tool_choice
               "required" and a named function through the openai SDK, streamed and not
+  multiturn   a 4-turn agent session over a 2,000-token system prompt (flint-tiny): cached_tokens, TTFT of
+              turns 2-4 <= 25% of turn 1's, the same greedy texts with prefix caching off
   load        256 concurrent streaming clients for LOAD_SECONDS (60) with `flint load`: no failures,
               replayed texts identical (no lost or duplicated tokens), resident memory stable
 Prints "N passed, N failed" and exits 1 on any failure.
@@ -78,10 +80,10 @@ SERVERS = []
 
 
 class Server:
-    def __init__(self, *args, env=None, spec=True, wait=True):
-        cmd = [FLINT, "serve", MODEL, "--port", "0", "--log-interval", "0"]
+    def __init__(self, *args, env=None, spec=True, wait=True, model=None, spec_config=None):
+        cmd = [FLINT, "serve", model or MODEL, "--port", "0", "--log-interval", "0"]
         if spec:
-            cmd += ["--speculative-config", SPEC]
+            cmd += ["--speculative-config", spec_config or SPEC]
         cmd += list(args)
         self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                   env=env if env is not None else os.environ.copy())
@@ -914,6 +916,86 @@ def group_load():
                                           "server_rss_mb") if k in rep}))
 
 
+def n_tokens(model_dir, text):
+    out = subprocess.run([FLINT, "tokenize", model_dir, "--no-special"], input=text, capture_output=True, text=True,
+                         check=True).stdout
+    return len(out.split())
+
+
+def group_multiturn():
+    """An agent session: a 2,000-token system prompt shared by 4 turns. With prefix caching, turns
+    2-4 reuse the cached blocks (cached_tokens) and their TTFT is at most a quarter of turn 1's;
+    the greedy texts equal those of a server with caching off. flint-tiny's config says 2,048
+    positions, which 4 turns over a 2,000-token prompt pass, so the test serves a copy whose
+    config allows 4,096 (the weights are shared; RoPE needs no table beyond what max_len sizes)."""
+    from openai import OpenAI
+    src = os.path.abspath(f"{SRC}/models/flint-tiny")
+    tiny = os.path.join(TMP, "flint-tiny-4k")
+    os.makedirs(tiny)
+    for f in os.listdir(src):
+        if f == "config.json":
+            cfg = json.load(open(os.path.join(src, f)))
+            cfg["max_position_embeddings"] = 4096
+            json.dump(cfg, open(os.path.join(tiny, f), "w"))
+        else:
+            os.symlink(os.path.join(src, f), os.path.join(tiny, f))
+    # the system prompt: GSM8K test questions, cut to 2,000 tokens (+-5)
+    qs = [json.loads(l)["turns"][0] for l in open(f"{SRC}/evals/data/gsm8k.jsonl", encoding="utf-8")]
+    words = " ".join(qs[:60]).split(" ")
+    lo, hi = 1, len(words)
+    while lo < hi:  # the most words whose text stays within 2,000 tokens
+        mid = (lo + hi + 1) // 2
+        if n_tokens(tiny, " ".join(words[:mid])) <= 2000:
+            lo = mid
+        else:
+            hi = mid - 1
+    system = "You solve grade-school maths problems. Examples follow. " + " ".join(words[:lo])
+    while n_tokens(tiny, system) > 2000:
+        system = system.rsplit(" ", 1)[0]
+    n_sys = n_tokens(tiny, system)
+    check(1990 <= n_sys <= 2000, f"system prompt of ~2,000 tokens ({n_sys})")
+    users = ["How many eggs does Janet sell?", "And how much money is that?", "Explain it step by step.",
+             "Thanks. What was the first number?"]
+    spec = json.dumps({"model": f"{SRC}/models/flint-tiny-dspark", "num_speculative_tokens": 7})
+
+    def session(*flags):
+        srv = Server(*flags, model=tiny, spec_config=spec)
+        client = OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="unused", max_retries=0)
+        msgs, out = [{"role": "system", "content": system}], []
+        for u in users:
+            msgs.append({"role": "user", "content": u})
+            t0 = time.perf_counter()
+            ttft, text, usage = None, "", None
+            for c in client.chat.completions.create(model=tiny, messages=msgs, max_tokens=24, temperature=0,
+                                                    stream=True, stream_options={"include_usage": True}):
+                if c.choices and c.choices[0].delta.content:
+                    if ttft is None:
+                        ttft = time.perf_counter() - t0
+                    text += c.choices[0].delta.content
+                if c.usage:
+                    usage = c.usage
+            details = getattr(usage, "prompt_tokens_details", None)
+            cached = getattr(details, "cached_tokens", None) if details else None
+            out.append({"ttft": ttft, "text": text, "prompt": usage.prompt_tokens, "cached": cached})
+            msgs.append({"role": "assistant", "content": text})
+        check(srv.stop() == 0, "exit 0")
+        return out
+
+    on = session()
+    off = session("--no-enable-prefix-caching")
+    for i, (a, b) in enumerate(zip(on, off)):
+        print(f"turn {i + 1}: prompt {a['prompt']} tokens, cached {a['cached']}, TTFT {a['ttft'] * 1000:.1f} ms "
+              f"(caching off: {b['ttft'] * 1000:.1f} ms)", flush=True)
+        check(a["text"] == b["text"] and a["text"], f"turn {i + 1}: the same greedy text with caching on and off")
+    check(on[0]["cached"] == 0, f"turn 1 finds nothing cached ({on[0]['cached']})")
+    for i in (1, 2, 3):
+        check(on[i]["cached"] is not None and on[i]["cached"] >= on[i - 1]["prompt"] - 16,
+              f"turn {i + 1}: cached_tokens {on[i]['cached']} cover the previous turn's prompt ({on[i - 1]['prompt']})")
+        check(on[i]["ttft"] <= 0.25 * on[0]["ttft"],
+              f"turn {i + 1}: TTFT {on[i]['ttft'] * 1000:.1f} ms <= 25% of turn 1's {on[0]['ttft'] * 1000:.1f} ms")
+    check(all(b["cached"] in (0, None) for b in off), "caching off reports no cached tokens")
+
+
 def default_server(*extra):
     """`flint serve` without a model argument (Server() always passes MODEL and SPEC)."""
     srv = Server.__new__(Server)
@@ -1013,7 +1095,7 @@ def group_default():
     check(srv.stop() == 0, "exit 0 (tools server)")
 
 
-GROUPS = {"default": group_default, "api": group_api, "stream": group_stream, "robust": group_robust, "notready": group_notready,
+GROUPS = {"default": group_default, "multiturn": group_multiturn, "api": group_api, "stream": group_stream, "robust": group_robust, "notready": group_notready,
           "auth": group_auth, "timeouts": group_timeouts, "disconnect": group_disconnect,
           "shutdown": group_shutdown, "load": group_load}
 
