@@ -14,7 +14,10 @@
  *    the masked, renormalised target distribution (chi-square, >= 100k samples per position),
  *    and two plausible shortcuts (the acceptance test on the unmasked target; cutting the draft
  *    before its first invalid token) are caught by the same test;
- *  - mask times on Qwen3, printed. */
+ *  - mask times on Qwen3, printed;
+ *  - with the argument "engine" (its own ctest entry): 100 random schemas as requests to the engine
+ *    on the embedded pair, greedy and T = 1, speculation on; every response completes, parses and
+ *    validates; the acceptance with the grammar on is printed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,9 +28,12 @@
 
 #include "core/json.h"
 #include "core/tokenizer.h"
+#include "core/sbuf.h"
+#include "core/status.h"
 #include "sampler/grammar.h"
 #include "sampler/sampler.h"
 #include "test.h"
+#include "verifier/engine.h"
 
 #define FIXDIR FLINT_SOURCE_DIR "/tests/fixtures/tokenizer"
 
@@ -1257,7 +1263,122 @@ static tokset open_set(const char *name, const char *dir_or_file, int is_dir) {
     return t;
 }
 
-int main(void) {
+/* =============================================================================================
+ * engine runs: the random schemas as real requests on the embedded pair (flint-tiny + its DSpark
+ * drafter, K = 7), greedy and sampled; every response must finish by completing its grammar and
+ * parse and validate; the pooled acceptance with the grammar on is printed. */
+typedef struct eng_req {
+    cJSON *schema;
+    char *rf;
+    flint_sbuf text;
+    int done, temp1;
+} eng_req;
+
+static void test_engine_schemas(void) {
+    flint_engine_options o;
+    flint_engine_options_default(&o);
+    o.model_dir = FLINT_SOURCE_DIR "/models/flint-tiny";
+    o.drafter_dir = FLINT_SOURCE_DIR "/models/flint-tiny-dspark";
+    o.num_speculative_tokens = 7;
+    o.max_seqs = 16;
+    o.max_model_len = 1024;
+    o.n_threads = 1; /* ctest runs tests side by side */
+    flint_err err = {0};
+    flint_engine *e = flint_engine_open(&o, &err);
+    CHECKF(e != NULL, "%s", err.msg);
+    if (!e) return;
+    const flint_tokenizer *tok = flint_engine_tokenizer(e);
+    static const char chat[] = "<|im_start|>user\nAnswer with one JSON value.<|im_end|>\n<|im_start|>assistant\n";
+    int32_t *prompt = NULL;
+    int n_prompt = 0;
+    CHECKF(flint_tokenizer_encode(tok, chat, strlen(chat), 0, &prompt, &n_prompt, &err) == 0, "%s", err.msg);
+
+    enum { N_SCHEMA = 100, N_REQ = 2 * N_SCHEMA };
+    eng_req *q = calloc(N_REQ, sizeof *q);
+    int *sid_req = malloc(sizeof(int) * 4096);
+    for (int i = 0; i < 4096; i++) sid_req[i] = -1;
+    rng r = {424242};
+    for (int i = 0; i < N_SCHEMA; i++) {
+        cJSON *schema = i % 5 == 4 ? gen_schema(&r, 0) : gen_object(&r, 0);
+        for (int t = 0; t < 2; t++) {
+            q[2 * i + t].schema = t ? cJSON_Duplicate(schema, 1) : schema;
+            q[2 * i + t].rf = response_format(schema);
+            q[2 * i + t].temp1 = t;
+        }
+    }
+    double t0 = now_s();
+    int next = 0, finished = 0, bad = 0, length = 0;
+    long tokens = 0;
+    while (finished < N_REQ) {
+        while (next < N_REQ && flint_engine_active(e) < o.max_seqs) {
+            flint_request_params p;
+            flint_request_params_default(&p);
+            p.sampling.temperature = q[next].temp1 ? 1.0f : 0.0f;
+            p.sampling.seed = 1000 + (uint64_t)next;
+            p.max_tokens = 900;
+            p.response_format = q[next].rf;
+            int sid = flint_engine_add(e, prompt, n_prompt, &p, &err);
+            if (sid < 0 && err.code == FLINT_ERR_NOMEM) break; /* a finished slot frees at the next step */
+            CHECKF(sid >= 0 && sid < 4096, "add request %d: %s", next, err.msg);
+            if (sid < 0 || sid >= 4096) goto out;
+            sid_req[sid] = next++;
+        }
+        const flint_step_event *ev;
+        int n_ev = 0;
+        if (flint_engine_step(e, &ev, &n_ev, &err)) {
+            CHECKF(0, "engine step: %s", err.msg);
+            goto out;
+        }
+        for (int k = 0; k < n_ev; k++) {
+            int id = sid_req[ev[k].sid];
+            FLINT_ASSERT(id >= 0);
+            eng_req *x = &q[id];
+            flint_sbuf_add(&x->text, ev[k].text, ev[k].text_len);
+            tokens += ev[k].n_tokens;
+            if (ev[k].finish == FLINT_FINISH_NONE) continue;
+            x->done = 1;
+            finished++;
+            sid_req[ev[k].sid] = -1;
+            cJSON *v = x->text.n ? cJSON_ParseWithLength(x->text.p, x->text.n) : NULL;
+            int ok = ev[k].finish == FLINT_FINISH_STOP && v && validate(x->schema, v);
+            if (ev[k].finish == FLINT_FINISH_LENGTH) length++;
+            if (!ok && bad++ < 5)
+                fprintf(stderr, "engine schema %d (T=%d) finish %s: %.*s\n  schema %s\n", id / 2, x->temp1,
+                        flint_finish_reason_name(ev[k].finish), (int)(x->text.n > 300 ? 300 : x->text.n),
+                        x->text.p ? x->text.p : "", cJSON_PrintUnformatted(x->schema));
+            cJSON_Delete(v);
+        }
+    }
+    {
+        const flint_spec_stats *st = flint_engine_stats(e);
+        printf("engine schemas: %d requests (100 schemas x greedy / T=1), %ld tokens in %.1f s; %d invalid, %d cut by "
+               "max_tokens; grammar-on acceptance: AL %.3f, draft acceptance %.3f, accepted per position",
+               N_REQ, tokens, now_s() - t0, bad, length, flint_spec_stats_mean_al(st),
+               flint_spec_stats_acceptance_rate(st));
+        for (int i = 0; i < 7; i++)
+            printf(" %.3f", st->steps ? (double)st->accepted_per_pos[i] / (double)st->steps : 0.0);
+        printf("\n");
+        CHECKF(bad == 0, "%d of %d engine responses did not complete, parse and validate", bad, N_REQ);
+        CHECKF(st->steps > 0 && st->accepted > 0, "speculation ran with the grammar on (%ld steps)", (long)st->steps);
+    }
+out:
+    for (int i = 0; i < N_REQ; i++) {
+        cJSON_Delete(q[i].schema);
+        free(q[i].rf);
+        flint_sbuf_free(&q[i].text);
+    }
+    free(q);
+    free(sid_req);
+    free(prompt);
+    flint_engine_close(e);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "engine")) {
+        test_engine_schemas();
+        for (int f = 0; f < N_FEAT; f++) CHECKF(feat_seen[f], "the schema generator never made: %s", feat_name[f]);
+        return test_report("test_grammar engine");
+    }
     if (load_texts()) return 1;
     tokset qwen = open_set("qwen3", FLINT_SHARED_DIR "/tokenizers/qwen3", 1);
     tokset llama = open_set("llama2c", FIXDIR "/llama2c", 1);
