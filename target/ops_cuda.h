@@ -1,0 +1,139 @@
+/* CUDA kernels of the target and drafter forward (sm_90), first version: plain, correct and
+ * batch-invariant; each has a C reference in target/ops_cpu.h or in tests/kernels/test_cuda_ops.c.
+ *
+ * Data types on the device:
+ * - weights, KV cache: bf16, stored as uint16_t (C has no bf16 type);
+ * - residual stream and projection outputs: fp32. The embedding gather writes fp32 rows, every
+ *   GEMM writes (or adds into) fp32, residual adds are fp32. Why fp32 and not bf16: the stream
+ *   is summed over every layer (2 adds per layer), and fp32 keeps it as close to the fp32 CPU
+ *   reference as the bf16 weights allow; the cost is small, since activations are a few MB at
+ *   512 rows against 15 GB of weights read per step (qwen3-8b);
+ * - GEMM inputs: bf16. Kernels whose output feeds a GEMM (RMSNorm, SwiGLU, attention) round
+ *   their result to bf16 once, at the end, so the tensor-core GEMM of a later version can read
+ *   them unchanged.
+ *
+ * Batch invariance: every output row is computed by the same sequence of floating-point
+ * operations whatever the number of rows in the launch, the row's place in it, or the grid: no
+ * reduction is split by batch size. The GEMM's order depends on K only; attention splits a row's
+ * context into fixed chunks of FLINT_CUDA_ATTN_CHUNK positions, so its order depends on the row's
+ * context length only.
+ *
+ * Launchers take an explicit stream, never allocate or synchronise, check their shape
+ * preconditions with FLINT_ASSERT and check the launch; a CUDA error aborts with file and line
+ * (an infrastructure fault, DESIGN.md two-tier errors). All pointers are device pointers unless
+ * said otherwise. Block tables are flattened on the device: [n_seqs][bt_stride]. */
+#ifndef FLINT_TARGET_OPS_CUDA_H
+#define FLINT_TARGET_OPS_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cudaStream_t without including CUDA headers in C code (it is `struct CUstream_st *`). */
+typedef struct CUstream_st *flint_cuda_stream;
+
+/* bf16 <-> fp32 on the host: round to nearest even, NaN stays NaN (quiet). The device kernels
+ * round with the same rule, so a value rounded on either side has the same bits. */
+static inline float flint_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline uint16_t flint_bf16_from_f32(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* out[r][0..hidden) = embed[tokens[r]][0..hidden), bf16 -> fp32 (exact). out is [n_rows][hidden].
+ * Token ids are trusted (checked on the host before the step). */
+void flint_cuda_embed(float *out, const uint16_t *embed, const int32_t *tokens, int n_rows, int hidden,
+                      flint_cuda_stream s);
+
+/* out[i] = bf16(x[row] * 1/sqrt(mean(x[row]^2) + eps) * w), row = rows ? rows[i] : i, for
+ * i < n_rows; x fp32 [.][ldx], out bf16 [n_rows][ldo], w bf16 [n]. rows lets the final norm
+ * pick only the rows whose logits are wanted. */
+void flint_cuda_rmsnorm(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w,
+                        int n_rows, int n, float eps, flint_cuda_stream s);
+
+/* In place on fp32 rows x [n_rows][ldx]: heads 0..n_a-1 (at h * head_dim) are RMS-normed with
+ * w_a, heads n_a..n_a+n_b-1 with w_b (per head, Qwen3 q_norm / k_norm; a NULL weight means no
+ * norm, as for Llama), then every head gets NeoX RoPE (pairs i, i + head_dim / 2) at position
+ * pos[r], from fp32 tables [n_pos][head_dim / 2] made by flint_ops_rope_table. For the target's
+ * q|k|v rows: n_a = n_heads with q_norm, n_b = n_kv_heads with k_norm. */
+void flint_cuda_qk_norm_rope(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a, int n_b,
+                             const uint16_t *w_b, int head_dim, float eps, const float *rope_cos,
+                             const float *rope_sin, const int32_t *pos, flint_cuda_stream s);
+
+/* K/V of each row into the paged cache at its position: k rows at k + r * ld, v rows at v + r * ld
+ * (fp32, n_kv_heads x head_dim each), written as bf16 to one layer's pools
+ * [n_blocks][block_size][n_kv_heads][head_dim], slot block_tables[row_seq[r]][pos / block_size],
+ * pos % block_size (the CPU layout of target/forward_cpu.c). */
+void flint_cuda_kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v, int ld,
+                         const int32_t *pos, const int32_t *row_seq, const int32_t *block_tables, int bt_stride,
+                         int n_rows, int n_kv_heads, int head_dim, int block_size, flint_cuda_stream s);
+
+/* out[r][i] = bf16(silu(gu[r][i]) * gu[r][n + i]) for i < n: gu fp32 [n_rows][ldg] holds gate
+ * then up (the fused gate|up projection), out bf16 [n_rows][ldo]. */
+void flint_cuda_swiglu(uint16_t *out, int ldo, const float *gu, int ldg, int n_rows, int n, flint_cuda_stream s);
+
+/* y[i] += x[i], fp32, i < n. */
+void flint_cuda_add(float *y, const float *x, size_t n, flint_cuda_stream s);
+
+/* y[m][n] (+)= sum_k x[m][k] * w[n][k]: x bf16 [M][ldx], w bf16 [N][K] (row-major, a linear
+ * layer's weight as stored), y fp32 [M][ldy]; fp32 accumulation; accumulate adds the product to
+ * y (a fused residual add) instead of storing it. The reduction order of an output depends on K
+ * only: lane l of warp w of a 4-warp block sums, with fma in index order, the 8-element chunks
+ * c = 4 * 32 * i + 32 * w + l (i = 0, 1, ...); the 32 lanes are then summed by an xor butterfly
+ * and the 4 warps as (w0 + w1) + (w2 + w3). First version on CUDA cores. */
+void flint_cuda_gemm(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
+                     int accumulate, flint_cuda_stream s);
+
+/* ==== Attention over the paged KV cache ====
+ * Row r (query head h, KV head h / (n_heads / n_kv_heads)) sees:
+ * - causal mode (blk_rows = 0: target prefill, decode and verify): cache positions 0..pos[r] of
+ *   sequence row_seq[r]; the row's own K/V must already be in the cache (flint_cuda_kv_store);
+ * - drafter block mode (blk_rows = B > 0): rows come in blocks of B consecutive rows (r / B) at
+ *   consecutive positions; a block whose first row is at position P sees cache positions
+ *   0..P-1, then the K/V of all B rows of its block (non-causal), read from blk_k / blk_v (fp32
+ *   rows, [n_rows][ld_blk], KV head at kvh * head_dim) instead of the cache.
+ * out = softmax(q . k / sqrt(head_dim)) . v, bf16. A row's positions are cut into chunks of
+ * FLINT_CUDA_ATTN_CHUNK; one block per (row, KV head, chunk) writes an unnormalised partial
+ * (max, sum, weighted V) to scratch, then a second kernel merges the chunks in order. The grid
+ * has ceil(max_ctx / chunk) chunks per row; chunks past a row's length exit at once. */
+#define FLINT_CUDA_ATTN_CHUNK 128
+#define FLINT_CUDA_ATTN_MAX_GROUP 8     /* query heads per KV head */
+#define FLINT_CUDA_ATTN_MAX_HEAD_DIM 256
+
+typedef struct flint_cuda_attn {
+    const float *q;                    /* [n_rows][ldq] fp32, head h at h * head_dim (after norm + RoPE) */
+    int ldq;
+    uint16_t *out;                     /* [n_rows][ldo] bf16, head h at h * head_dim */
+    int ldo;
+    const uint16_t *k_cache, *v_cache; /* one layer: [n_blocks][block_size][n_kv_heads][head_dim] bf16,
+                                          16-byte aligned */
+    const int32_t *block_tables;       /* [n_seqs][bt_stride] */
+    int bt_stride;
+    const int32_t *row_seq, *pos;      /* [n_rows] */
+    int n_rows, n_heads, n_kv_heads, head_dim, block_size;
+    int max_ctx;                       /* >= every row's position count (pos + 1, or P + B) */
+    int blk_rows;                      /* 0: causal; B: drafter blocks of B rows */
+    const float *blk_k, *blk_v;        /* block mode: [n_rows][ld_blk] fp32 */
+    int ld_blk;
+    float *scratch;                    /* flint_cuda_attn_scratch_floats(...) floats */
+} flint_cuda_attn;
+
+size_t flint_cuda_attn_scratch_floats(int n_rows, int n_heads, int head_dim, int max_ctx);
+void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

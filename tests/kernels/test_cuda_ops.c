@@ -1,0 +1,956 @@
+/* The CUDA kernel lab (target/ops_cuda.h): every kernel against its C reference on random inputs
+ * drawn fresh each run, then timings. Labelled cuda: it needs a GPU and runs on the GPU machine
+ * (tools/device/cuda_tests.sh), never in CPU CI.
+ *
+ * Every check prints one table row: op, case, max |err|, err/limit (the worst ratio of an
+ * element's error to its limit; <= 1 passes), non-finite outputs, guards, PASS/FAIL.
+ * - References: flint_ops_* of target/ops_cpu.h (rmsnorm, rope, swiglu, matmul) fed the same
+ *   bf16 values as fp32; small references here for the rest (embedding, KV store, attention,
+ *   mirroring target/forward_cpu.c and drafter/forward_cpu.c).
+ * - Limits per op: exact (bits) for embedding, KV store and add; bf16 outputs (rmsnorm, swiglu,
+ *   attention) one bf16 ulp, 2^-7 |ref|, + a small absolute term (rounding alone costs up to
+ *   2^-8 |ref|, and the fp32 values of the two sides, a few fp32 ulps apart, may round to
+ *   neighbouring bf16 values); fp32 q/k norm + RoPE 1e-5 (1 + |ref|); GEMM the fp32 summation
+ *   bound (K/8 + K/32 + 16) 2^-24 sum|x w| + 2^-23 |ref| (the CPU's and the GPU's orders each
+ *   chain at most that many roundings).
+ * - Guards: every device buffer has 256 bytes of 0xFF before and after it, and strided outputs
+ *   have gap columns; all must still be 0xFF afterwards. 0xFF.. is NaN as fp32 and as bf16, so
+ *   an output element a kernel forgot to write shows up as non-finite.
+ * - Batch invariance: GEMM rows of M = 64, 9, 8, 5, 3, 2 launches bit-equal M = 1 launches (each
+ *   tile height of the kernel), at small and qwen3-8b shapes; attention rows (causal) and blocks
+ *   (drafter mode) bit-equal the same row or block launched alone with a smaller grid.
+ * Usage: test_cuda_ops [--seed N] [--no-lab] [--quick]; FLINT_SEED=N also fixes the seed. --quick
+ * leaves out the large shapes and the guard bytes, for runs under compute-sanitizer: every buffer
+ * is then exactly its size, so memcheck sees any access past it. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "target/ops_cpu.h"  /* the C references */
+#include "target/ops_cuda.h" /* the kernels under test, bf16 helpers */
+#include "test.h"            /* CHECKF, test_report */
+
+#define CK(x)                                                                                           \
+    do {                                                                                                \
+        cudaError_t e_ = (x);                                                                           \
+        if (e_ != cudaSuccess) {                                                                        \
+            fprintf(stderr, "CUDA error: %s: %s at %s:%d\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
+            exit(2);                                                                                    \
+        }                                                                                               \
+    } while (0)
+
+static int n_cpu = 1;
+
+/* ==== Random inputs ==== */
+
+static uint64_t rng_s;
+
+static uint64_t rng_next(void) { /* splitmix64 */
+    uint64_t z = (rng_s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float urand(float lo, float hi) { return lo + (hi - lo) * (float)((double)(rng_next() >> 40) / 16777216.0); }
+static int irand(int n) { return (int)(rng_next() % (uint64_t)n); }
+
+/* n bf16 values uniform in [lo, hi); f (optional) gets the same values as fp32. */
+static void rand_bf16(uint16_t *h, float *f, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) {
+        h[i] = flint_bf16_from_f32(urand(lo, hi));
+        if (f) f[i] = flint_bf16_to_f32(h[i]);
+    }
+}
+static void rand_f32(float *f, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) f[i] = urand(lo, hi);
+}
+static void shuffle(int *a, int n) {
+    for (int i = n - 1; i > 0; i--) {
+        int j = irand(i + 1), t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of host memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    return p;
+}
+
+/* ==== Device buffers with guards ==== */
+
+#define GUARD_MAX 256
+static size_t guard = GUARD_MAX; /* 0 with --quick */
+
+typedef struct {
+    unsigned char *base;
+    void *p; /* base + guard */
+    size_t bytes;
+} dbuf;
+
+static dbuf dnew(size_t bytes) {
+    dbuf b;
+    b.bytes = bytes;
+    CK(cudaMalloc((void **)&b.base, bytes + 2 * guard));
+    CK(cudaMemset(b.base, 0xFF, bytes + 2 * guard));
+    b.p = b.base + guard;
+    return b;
+}
+static dbuf dnew_up(const void *h, size_t bytes) {
+    dbuf b = dnew(bytes);
+    CK(cudaMemcpy(b.p, h, bytes, cudaMemcpyHostToDevice));
+    return b;
+}
+static void dfree(dbuf *b) { CK(cudaFree(b->base)); }
+static void down(void *h, const dbuf *b) {
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h, b->p, b->bytes, cudaMemcpyDeviceToHost));
+}
+static int guards_ok(const dbuf *b) {
+    unsigned char g[2 * GUARD_MAX];
+    CK(cudaDeviceSynchronize());
+    if (guard == 0) return 1;
+    CK(cudaMemcpy(g, b->base, guard, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(g + guard, b->base + guard + b->bytes, guard, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < 2 * guard; i++)
+        if (g[i] != 0xFF) return 0;
+    return 1;
+}
+/* Gap columns [n, ld) of rows of elem-byte elements still 0xFF. */
+static int gaps_ok(const void *h, int rows, int n, int ld, int elem) {
+    const unsigned char *p = (const unsigned char *)h;
+    for (int r = 0; r < rows; r++)
+        for (size_t i = (size_t)r * ld * elem + (size_t)n * elem; i < (size_t)(r + 1) * ld * elem; i++)
+            if (p[i] != 0xFF) return 0;
+    return 1;
+}
+
+/* ==== Comparison and the table ==== */
+
+typedef struct {
+    double max_abs, worst;
+    size_t bad, nonfinite, n;
+} cmp;
+
+static void cmp_add(cmp *c, double got, double ref, double limit) {
+    c->n++;
+    if (!isfinite(got)) {
+        c->nonfinite++;
+        return;
+    }
+    double d = fabs(got - ref);
+    if (d > c->max_abs) c->max_abs = d;
+    double ratio = limit > 0 ? d / limit : (d > 0 ? INFINITY : 0.0);
+    if (ratio > c->worst) c->worst = ratio;
+    if (ratio > 1.0) c->bad++;
+}
+
+static void table_header(void) {
+    printf("%-12s %-46s %10s %9s %9s %-6s %s\n", "op", "case", "max|err|", "err/lim", "nonfinite", "guards",
+           "result");
+}
+
+static void row(const char *op, const char *cas, const cmp *c, int guards) {
+    int ok = c->n > 0 && c->bad == 0 && c->nonfinite == 0 && guards;
+    printf("%-12s %-46s %10.3g %9.3f %9zu %-6s %s\n", op, cas, c->max_abs, c->worst, c->nonfinite,
+           guards ? "ok" : "BROKEN", ok ? "PASS" : "FAIL");
+    fflush(stdout);
+    CHECKF(ok, "%s %s: %zu of %zu over the limit, %zu non-finite, guards %s", op, cas, c->bad, c->n, c->nonfinite,
+           guards ? "ok" : "broken");
+}
+
+/* A bit-exact check: mismatches out of n. */
+static void bits_row(const char *op, const char *cas, size_t mismatches, size_t n, size_t nonfinite, int guards) {
+    int ok = n > 0 && mismatches == 0 && nonfinite == 0 && guards;
+    printf("%-12s %-46s %10s %9s %9zu %-6s %s\n", op, cas, mismatches ? "differ" : "bits eq",
+           mismatches ? "-" : "0", nonfinite, guards ? "ok" : "BROKEN", ok ? "PASS" : "FAIL");
+    fflush(stdout);
+    CHECKF(ok, "%s %s: %zu of %zu differ, %zu non-finite", op, cas, mismatches, n, nonfinite);
+}
+
+/* ==== Embedding ==== */
+
+static void test_embed(int V, int H, int R) {
+    uint16_t *e = xmalloc(sizeof(uint16_t) * V * H);
+    int32_t *tok = xmalloc(sizeof(int32_t) * R);
+    float *got = xmalloc(sizeof(float) * R * H);
+    rand_bf16(e, NULL, (size_t)V * H, -1, 1);
+    for (int r = 0; r < R; r++) tok[r] = r == 1 ? tok[0] : (r == 2 ? V - 1 : irand(V));
+    dbuf de = dnew_up(e, sizeof(uint16_t) * V * H), dt = dnew_up(tok, sizeof(int32_t) * R);
+    dbuf dout = dnew(sizeof(float) * R * H);
+    flint_cuda_embed(dout.p, de.p, dt.p, R, H, NULL);
+    down(got, &dout);
+    size_t bad = 0, nf = 0;
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < H; h++) {
+            float ref = flint_bf16_to_f32(e[(size_t)tok[r] * H + h]), g = got[(size_t)r * H + h];
+            if (!isfinite(g)) nf++;
+            if (memcmp(&ref, &g, sizeof g)) bad++;
+        }
+    char cas[96];
+    snprintf(cas, sizeof cas, "V=%d H=%d rows=%d", V, H, R);
+    bits_row("embed", cas, bad, (size_t)R * H, nf, guards_ok(&dout));
+    dfree(&de), dfree(&dt), dfree(&dout);
+    free(e), free(tok), free(got);
+}
+
+/* ==== RMSNorm (row) ==== */
+
+static void test_rmsnorm(int R, int n, int ldx, int ldo, int gather) {
+    int X = gather ? R + 3 : R; /* rows of x; with gather, out row i = norm(x[rows[i]]) */
+    float *x = xmalloc(sizeof(float) * X * ldx), *wf = xmalloc(sizeof(float) * n), *ref = xmalloc(sizeof(float) * n);
+    uint16_t *w = xmalloc(sizeof(uint16_t) * n), *got = xmalloc(sizeof(uint16_t) * R * ldo);
+    int32_t *rows = xmalloc(sizeof(int32_t) * R);
+    rand_f32(x, (size_t)X * ldx, -2, 2);
+    rand_bf16(w, wf, n, 0.5f, 1.5f);
+    for (int i = 0; i < R; i++) rows[i] = gather ? irand(X) : i;
+    const float eps = 1e-6f;
+    dbuf dx = dnew_up(x, sizeof(float) * X * ldx), dw = dnew_up(w, sizeof(uint16_t) * n);
+    dbuf dr = dnew_up(rows, sizeof(int32_t) * R), dout = dnew(sizeof(uint16_t) * R * ldo);
+    flint_cuda_rmsnorm(dout.p, ldo, dx.p, ldx, gather ? dr.p : NULL, dw.p, R, n, eps, NULL);
+    down(got, &dout);
+    cmp c = {0};
+    for (int i = 0; i < R; i++) {
+        flint_ops_rmsnorm(ref, x + (size_t)rows[i] * ldx, wf, n, eps);
+        for (int k = 0; k < n; k++)
+            cmp_add(&c, flint_bf16_to_f32(got[(size_t)i * ldo + k]), ref[k], 1e-6 + ldexp(fabs(ref[k]), -7));
+    }
+    char cas[96];
+    snprintf(cas, sizeof cas, "rows=%d n=%d ldx=%d ldo=%d%s", R, n, ldx, ldo, gather ? " gathered" : "");
+    row("rmsnorm", cas, &c, guards_ok(&dout) && gaps_ok(got, R, n, ldo, 2));
+    dfree(&dx), dfree(&dw), dfree(&dr), dfree(&dout);
+    free(x), free(wf), free(ref), free(w), free(got), free(rows);
+}
+
+/* ==== Per-head q/k RMSNorm + NeoX RoPE ==== */
+
+static void test_qk_norm_rope(const char *name, int R, int n_a, int n_b, int hd, int with_norm, int tail) {
+    const int max_pos = 4096, half = hd / 2, ld = (n_a + n_b) * hd + tail; /* tail: the v part, untouched */
+    const float eps = 1e-6f;
+    float *x = xmalloc(sizeof(float) * R * ld), *ref = xmalloc(sizeof(float) * R * ld);
+    float *got = xmalloc(sizeof(float) * R * ld);
+    float *cs = xmalloc(sizeof(float) * max_pos * half), *sn = xmalloc(sizeof(float) * max_pos * half);
+    uint16_t *wa = xmalloc(sizeof(uint16_t) * hd), *wb = xmalloc(sizeof(uint16_t) * hd);
+    float *waf = xmalloc(sizeof(float) * hd), *wbf = xmalloc(sizeof(float) * hd);
+    int32_t *pos = xmalloc(sizeof(int32_t) * R);
+    rand_f32(x, (size_t)R * ld, -2, 2);
+    rand_bf16(wa, waf, hd, 0.5f, 1.5f);
+    rand_bf16(wb, wbf, hd, 0.5f, 1.5f);
+    for (int r = 0; r < R; r++) pos[r] = r == 0 ? 0 : (r == 1 ? max_pos - 1 : irand(max_pos));
+    flint_ops_rope_table(cs, sn, max_pos, hd, 1000000.0f);
+    memcpy(ref, x, sizeof(float) * R * ld);
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < n_a + n_b; h++) {
+            float *xh = ref + (size_t)r * ld + (size_t)h * hd;
+            if (with_norm) flint_ops_rmsnorm(xh, xh, h < n_a ? waf : wbf, hd, eps);
+            flint_ops_rope(xh, hd, cs + (size_t)pos[r] * half, sn + (size_t)pos[r] * half);
+        }
+    dbuf dx = dnew_up(x, sizeof(float) * R * ld), dwa = dnew_up(wa, sizeof(uint16_t) * hd);
+    dbuf dwb = dnew_up(wb, sizeof(uint16_t) * hd), dcs = dnew_up(cs, sizeof(float) * max_pos * half);
+    dbuf dsn = dnew_up(sn, sizeof(float) * max_pos * half), dp = dnew_up(pos, sizeof(int32_t) * R);
+    flint_cuda_qk_norm_rope(dx.p, ld, R, n_a, with_norm ? dwa.p : NULL, n_b, with_norm ? dwb.p : NULL, hd, eps, dcs.p,
+                            dsn.p, dp.p, NULL);
+    down(got, &dx);
+    cmp c = {0};
+    size_t tail_changed = 0;
+    for (int r = 0; r < R; r++) {
+        for (int i = 0; i < (n_a + n_b) * hd; i++) {
+            double rf = ref[(size_t)r * ld + i];
+            cmp_add(&c, got[(size_t)r * ld + i], rf, 1e-5 * (1.0 + fabs(rf)));
+        }
+        for (int i = (n_a + n_b) * hd; i < ld; i++)
+            if (memcmp(&got[(size_t)r * ld + i], &x[(size_t)r * ld + i], sizeof(float))) tail_changed++;
+    }
+    char cas[96];
+    snprintf(cas, sizeof cas, "%s rows=%d heads=%d+%d hd=%d%s", name, R, n_a, n_b, hd, with_norm ? "" : " no norm");
+    row("qk_norm_rope", cas, &c, guards_ok(&dx) && tail_changed == 0);
+    dfree(&dx), dfree(&dwa), dfree(&dwb), dfree(&dcs), dfree(&dsn), dfree(&dp);
+    free(x), free(ref), free(got), free(cs), free(sn), free(wa), free(wb), free(waf), free(wbf), free(pos);
+}
+
+/* ==== Paged KV layout shared by the KV-store and attention tests ==== */
+
+typedef struct {
+    int n_seqs, bt_stride, n_blocks, bs, n_kv, hd;
+    int32_t *bt; /* [n_seqs][bt_stride], distinct block ids */
+} kv_layout;
+
+static kv_layout kv_layout_make(int n_seqs, int max_pos, int bs, int n_kv, int hd) {
+    kv_layout k;
+    k.n_seqs = n_seqs;
+    k.bs = bs;
+    k.n_kv = n_kv;
+    k.hd = hd;
+    k.bt_stride = max_pos / bs + 1;
+    k.n_blocks = n_seqs * k.bt_stride + 5; /* a few blocks nobody owns */
+    int *ids = xmalloc(sizeof(int) * k.n_blocks);
+    for (int i = 0; i < k.n_blocks; i++) ids[i] = i;
+    shuffle(ids, k.n_blocks);
+    k.bt = xmalloc(sizeof(int32_t) * n_seqs * k.bt_stride);
+    for (int i = 0; i < n_seqs * k.bt_stride; i++) k.bt[i] = ids[i];
+    free(ids);
+    return k;
+}
+static size_t kv_slot(const kv_layout *k, int seq, int p, int kvh) {
+    int32_t blk = k->bt[(size_t)seq * k->bt_stride + p / k->bs];
+    return (((size_t)blk * k->bs + p % k->bs) * k->n_kv + kvh) * k->hd;
+}
+static size_t kv_elems(const kv_layout *k) { return (size_t)k->n_blocks * k->bs * k->n_kv * k->hd; }
+
+static void test_kv_store(void) {
+    const int n_seqs = 3, max_pos = 200, bs = 16, n_kv = 2, hd = 64, kvd = n_kv * hd, q_dim = 4 * hd;
+    const int ld = q_dim + 2 * kvd, R = 29; /* rows in the target's q|k|v layout */
+    kv_layout L = kv_layout_make(n_seqs, max_pos, bs, n_kv, hd);
+    int32_t *pos = xmalloc(sizeof(int32_t) * R), *seq = xmalloc(sizeof(int32_t) * R);
+    int *cand = xmalloc(sizeof(int) * n_seqs * max_pos);
+    for (int i = 0; i < n_seqs * max_pos; i++) cand[i] = i;
+    shuffle(cand, n_seqs * max_pos); /* distinct (seq, pos) pairs */
+    for (int r = 0; r < R; r++) {
+        seq[r] = cand[r] / max_pos;
+        pos[r] = cand[r] % max_pos;
+    }
+    float *qkv = xmalloc(sizeof(float) * R * ld);
+    rand_f32(qkv, (size_t)R * ld, -3, 3);
+    size_t n = kv_elems(&L);
+    uint16_t *kexp = xmalloc(sizeof(uint16_t) * n), *vexp = xmalloc(sizeof(uint16_t) * n);
+    uint16_t *kgot = xmalloc(sizeof(uint16_t) * n), *vgot = xmalloc(sizeof(uint16_t) * n);
+    memset(kexp, 0xFF, sizeof(uint16_t) * n);
+    memset(vexp, 0xFF, sizeof(uint16_t) * n);
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < n_kv; h++)
+            for (int d = 0; d < hd; d++) {
+                size_t s = kv_slot(&L, seq[r], pos[r], h) + d;
+                kexp[s] = flint_bf16_from_f32(qkv[(size_t)r * ld + q_dim + h * hd + d]);
+                vexp[s] = flint_bf16_from_f32(qkv[(size_t)r * ld + q_dim + kvd + h * hd + d]);
+            }
+    dbuf dq = dnew_up(qkv, sizeof(float) * R * ld), dp = dnew_up(pos, sizeof(int32_t) * R);
+    dbuf ds = dnew_up(seq, sizeof(int32_t) * R), dbt = dnew_up(L.bt, sizeof(int32_t) * n_seqs * L.bt_stride);
+    dbuf dk = dnew(sizeof(uint16_t) * n), dv = dnew(sizeof(uint16_t) * n);
+    float *qd = dq.p;
+    flint_cuda_kv_store(dk.p, dv.p, qd + q_dim, qd + q_dim + kvd, ld, dp.p, ds.p, dbt.p, L.bt_stride, R, n_kv, hd, bs,
+                        NULL);
+    down(kgot, &dk);
+    down(vgot, &dv);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += (kgot[i] != kexp[i]) + (vgot[i] != vexp[i]);
+    bits_row("kv_store", "29 rows, 3 seqs, bs=16 kv=2 hd=64 (whole pool)", bad, 2 * n, 0,
+             guards_ok(&dk) && guards_ok(&dv));
+    dfree(&dq), dfree(&dp), dfree(&ds), dfree(&dbt), dfree(&dk), dfree(&dv);
+    free(L.bt), free(pos), free(seq), free(cand), free(qkv), free(kexp), free(vexp), free(kgot), free(vgot);
+}
+
+/* ==== SwiGLU and residual add ==== */
+
+static void test_swiglu(int R, int n) {
+    const int ldg = 2 * n + 4, ldo = n + 3;
+    float *gu = xmalloc(sizeof(float) * R * ldg), *ref = xmalloc(sizeof(float) * n);
+    uint16_t *got = xmalloc(sizeof(uint16_t) * R * ldo);
+    for (int r = 0; r < R; r++) {
+        rand_f32(gu + (size_t)r * ldg, n, -8, 8);
+        rand_f32(gu + (size_t)r * ldg + n, n + 4, -2, 2);
+    }
+    dbuf dg = dnew_up(gu, sizeof(float) * R * ldg), dout = dnew(sizeof(uint16_t) * R * ldo);
+    flint_cuda_swiglu(dout.p, ldo, dg.p, ldg, R, n, NULL);
+    down(got, &dout);
+    cmp c = {0};
+    for (int r = 0; r < R; r++) {
+        flint_ops_swiglu(ref, gu + (size_t)r * ldg, gu + (size_t)r * ldg + n, n);
+        for (int i = 0; i < n; i++)
+            cmp_add(&c, flint_bf16_to_f32(got[(size_t)r * ldo + i]), ref[i], 1e-6 + ldexp(fabs(ref[i]), -7));
+    }
+    char cas[96];
+    snprintf(cas, sizeof cas, "rows=%d n=%d ldg=%d ldo=%d", R, n, ldg, ldo);
+    row("swiglu", cas, &c, guards_ok(&dout) && gaps_ok(got, R, n, ldo, 2));
+    dfree(&dg), dfree(&dout);
+    free(gu), free(ref), free(got);
+}
+
+static void test_add(size_t n) {
+    float *y = xmalloc(sizeof(float) * n), *x = xmalloc(sizeof(float) * n), *got = xmalloc(sizeof(float) * n);
+    rand_f32(y, n, -100, 100);
+    rand_f32(x, n, -1, 1);
+    dbuf dy = dnew_up(y, sizeof(float) * n), dx = dnew_up(x, sizeof(float) * n);
+    flint_cuda_add(dy.p, dx.p, n, NULL);
+    down(got, &dy);
+    size_t bad = 0, nf = 0;
+    for (size_t i = 0; i < n; i++) {
+        volatile float r = y[i] + x[i];
+        float rr = r;
+        if (!isfinite(got[i])) nf++;
+        if (memcmp(&rr, &got[i], sizeof rr)) bad++;
+    }
+    char cas[96];
+    snprintf(cas, sizeof cas, "n=%zu", n);
+    bits_row("add", cas, bad, n, nf, guards_ok(&dy));
+    dfree(&dy), dfree(&dx);
+    free(y), free(x), free(got);
+}
+
+/* ==== GEMM ==== */
+
+static void test_gemm(int M, int N, int K, int ldx, int ldy, int accumulate) {
+    uint16_t *xh = xmalloc(sizeof(uint16_t) * M * ldx), *wh = xmalloc(sizeof(uint16_t) * N * K);
+    float *xf = xmalloc(sizeof(float) * M * ldx), *wf = xmalloc(sizeof(float) * N * K);
+    float *y0 = xmalloc(sizeof(float) * M * ldy), *ref = xmalloc(sizeof(float) * M * ldy);
+    float *bound = xmalloc(sizeof(float) * M * N), *got = xmalloc(sizeof(float) * M * ldy);
+    rand_bf16(xh, xf, (size_t)M * ldx, -1, 1);
+    rand_bf16(wh, wf, (size_t)N * K, -1, 1);
+    memset(y0, 0xFF, sizeof(float) * M * ldy); /* NaN: gaps, and the outputs when storing */
+    if (accumulate)
+        for (int m = 0; m < M; m++) rand_f32(y0 + (size_t)m * ldy, N, -4, 4);
+    memcpy(ref, y0, sizeof(float) * M * ldy);
+    flint_ops_matmul(ref, ldy, xf, ldx, wf, M, K, N, accumulate, n_cpu);
+    for (size_t i = 0; i < (size_t)M * ldx; i++) xf[i] = fabsf(xf[i]);
+    for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = fabsf(wf[i]);
+    flint_ops_matmul(bound, N, xf, ldx, wf, M, K, N, 0, n_cpu); /* sum |x w| per output */
+    dbuf dx = dnew_up(xh, sizeof(uint16_t) * M * ldx), dw = dnew_up(wh, sizeof(uint16_t) * N * K);
+    dbuf dy = dnew_up(y0, sizeof(float) * M * ldy);
+    flint_cuda_gemm(dy.p, ldy, dx.p, ldx, dw.p, M, N, K, accumulate, NULL);
+    down(got, &dy);
+    const double g = (K / 8.0 + K / 32.0 + 16.0) * ldexp(1.0, -24);
+    cmp c = {0};
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double r = ref[(size_t)m * ldy + n];
+            cmp_add(&c, got[(size_t)m * ldy + n], r, 1e-6 + g * bound[(size_t)m * N + n] + ldexp(fabs(r), -23));
+        }
+    char cas[96];
+    snprintf(cas, sizeof cas, "M=%d N=%d K=%d ldx=%d ldy=%d%s", M, N, K, ldx, ldy, accumulate ? " accumulate" : "");
+    row("gemm", cas, &c, guards_ok(&dy) && gaps_ok(got, M, N, ldy, 4));
+    dfree(&dx), dfree(&dw), dfree(&dy);
+    free(xh), free(wh), free(xf), free(wf), free(y0), free(ref), free(bound), free(got);
+}
+
+/* Rows of launches with M = 64, 9, 8, 5, 3, 2 against the same rows launched alone (M = 1). */
+static void test_gemm_invariance(int N, int K) {
+    const int MB = 64, ms[] = {64, 9, 8, 5, 3, 2};
+    uint16_t *xh = xmalloc(sizeof(uint16_t) * MB * K), *wh = xmalloc(sizeof(uint16_t) * N * K);
+    float *one = xmalloc(sizeof(float) * MB * N), *many = xmalloc(sizeof(float) * MB * N);
+    rand_bf16(xh, NULL, (size_t)MB * K, -1, 1);
+    rand_bf16(wh, NULL, (size_t)N * K, -1, 1);
+    dbuf dx = dnew_up(xh, sizeof(uint16_t) * MB * K), dw = dnew_up(wh, sizeof(uint16_t) * N * K);
+    dbuf d1 = dnew(sizeof(float) * MB * N), dm = dnew(sizeof(float) * MB * N);
+    const uint16_t *x = dx.p;
+    float *y1 = d1.p;
+    for (int r = 0; r < MB; r++) flint_cuda_gemm(y1 + (size_t)r * N, N, x + (size_t)r * K, K, dw.p, 1, N, K, 0, NULL);
+    down(one, &d1);
+    size_t bad = 0, nf = 0, total = 0;
+    for (size_t i = 0; i < (size_t)MB * N; i++) nf += !isfinite(one[i]);
+    for (size_t t = 0; t < sizeof ms / sizeof ms[0]; t++) {
+        flint_cuda_gemm(dm.p, N, dx.p, K, dw.p, ms[t], N, K, 0, NULL);
+        down(many, &dm);
+        for (size_t i = 0; i < (size_t)ms[t] * N; i++) {
+            total++;
+            nf += !isfinite(many[i]);
+            bad += memcmp(&many[i], &one[i], sizeof(float)) != 0;
+        }
+    }
+    char cas[96];
+    snprintf(cas, sizeof cas, "N=%d K=%d: rows of M=64,9,8,5,3,2 == M=1", N, K);
+    bits_row("gemm-batch", cas, bad, total, nf, guards_ok(&d1) && guards_ok(&dm));
+    dfree(&dx), dfree(&dw), dfree(&d1), dfree(&dm);
+    free(xh), free(wh), free(one), free(many);
+}
+
+/* ==== Attention ==== */
+
+/* The reference, mirroring target/forward_cpu.c attention() (causal) and drafter/forward_cpu.c
+ * block_attention() (blk_rows > 0): scores by flint_ops_dot * scale, max, expf, sum and the
+ * weighted V sum in position order, then * 1/sum. */
+typedef struct {
+    const kv_layout *L;
+    const float *kc, *vc; /* the bf16 caches as fp32 */
+    const float *q;
+    int ldq, n_rows, n_heads, blk_rows, ld_blk;
+    const int32_t *pos, *seq;
+    const float *blk_k, *blk_v;
+} ref_attn;
+
+static void ref_attention(const ref_attn *a, float *out /* [n_rows][n_heads * hd] */) {
+    const kv_layout *L = a->L;
+    const int hd = L->hd, G = a->n_heads / L->n_kv;
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    float *sc = xmalloc(sizeof(float) * 65536);
+    for (int r = 0; r < a->n_rows; r++) {
+        int n_cache, T, blk0 = 0;
+        if (a->blk_rows) {
+            blk0 = r - r % a->blk_rows;
+            n_cache = a->pos[blk0];
+            T = n_cache + a->blk_rows;
+        } else {
+            n_cache = T = a->pos[r] + 1;
+        }
+        for (int h = 0; h < a->n_heads; h++) {
+            const int kvh = h / G;
+            const float *q = a->q + (size_t)r * a->ldq + (size_t)h * hd;
+            float *o = out + (size_t)r * a->n_heads * hd + (size_t)h * hd;
+            float mx = -INFINITY;
+            for (int t = 0; t < T; t++) {
+                const float *k = t < n_cache ? a->kc + kv_slot(L, a->seq[r], t, kvh)
+                                             : a->blk_k + (size_t)(blk0 + t - n_cache) * a->ld_blk + (size_t)kvh * hd;
+                sc[t] = flint_ops_dot(q, k, hd) * scale;
+                if (sc[t] > mx) mx = sc[t];
+            }
+            float sum = 0.0f;
+            for (int t = 0; t < T; t++) {
+                sc[t] = expf(sc[t] - mx);
+                sum += sc[t];
+            }
+            for (int d = 0; d < hd; d++) o[d] = 0.0f;
+            for (int t = 0; t < T; t++) {
+                const float *v = t < n_cache ? a->vc + kv_slot(L, a->seq[r], t, kvh)
+                                             : a->blk_v + (size_t)(blk0 + t - n_cache) * a->ld_blk + (size_t)kvh * hd;
+                for (int d = 0; d < hd; d++) o[d] += sc[t] * v[d];
+            }
+            float inv = 1.0f / sum;
+            for (int d = 0; d < hd; d++) o[d] *= inv;
+        }
+    }
+    free(sc);
+}
+
+/* Causal rows: n_groups runs of consecutive positions (a prefill chunk, verify blocks, decode
+ * rows), one sequence each, the row order shuffled. Then each row alone must give the same bits. */
+static void test_attention_causal(const char *name, int n_heads, int n_kv, int hd, int bs, int n_groups,
+                                  const int *starts, const int *lens) {
+    int R = 0, max_pos = 0;
+    for (int i = 0; i < n_groups; i++) {
+        R += lens[i];
+        if (starts[i] + lens[i] - 1 > max_pos) max_pos = starts[i] + lens[i] - 1;
+    }
+    kv_layout L = kv_layout_make(n_groups, max_pos, bs, n_kv, hd);
+    const int q_dim = n_heads * hd, ldq = q_dim + 2 * n_kv * hd, ldo = q_dim + 8;
+    int *order = xmalloc(sizeof(int) * R);
+    for (int r = 0; r < R; r++) order[r] = r;
+    shuffle(order, R);
+    int32_t *pos = xmalloc(sizeof(int32_t) * R), *seq = xmalloc(sizeof(int32_t) * R);
+    for (int i = 0, k = 0; i < n_groups; i++)
+        for (int j = 0; j < lens[i]; j++, k++) {
+            pos[order[k]] = starts[i] + j;
+            seq[order[k]] = i;
+        }
+    size_t n = kv_elems(&L);
+    uint16_t *kh = xmalloc(sizeof(uint16_t) * n), *vh = xmalloc(sizeof(uint16_t) * n);
+    float *kf = xmalloc(sizeof(float) * n), *vf = xmalloc(sizeof(float) * n);
+    rand_bf16(kh, kf, n, -1, 1);
+    rand_bf16(vh, vf, n, -1, 1);
+    float *q = xmalloc(sizeof(float) * R * ldq), *ref = xmalloc(sizeof(float) * R * q_dim);
+    rand_f32(q, (size_t)R * ldq, -3, 3);
+    uint16_t *got = xmalloc(sizeof(uint16_t) * R * ldo), *alone = xmalloc(sizeof(uint16_t) * R * ldo);
+
+    dbuf dq = dnew_up(q, sizeof(float) * R * ldq), dk = dnew_up(kh, sizeof(uint16_t) * n);
+    dbuf dv = dnew_up(vh, sizeof(uint16_t) * n), dbt = dnew_up(L.bt, sizeof(int32_t) * L.n_seqs * L.bt_stride);
+    dbuf dp = dnew_up(pos, sizeof(int32_t) * R), ds = dnew_up(seq, sizeof(int32_t) * R);
+    dbuf dout = dnew(sizeof(uint16_t) * R * ldo), dalone = dnew(sizeof(uint16_t) * R * ldo);
+    dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, hd, max_pos + 1));
+    flint_cuda_attn a = {0};
+    a.q = dq.p;
+    a.ldq = ldq;
+    a.out = dout.p;
+    a.ldo = ldo;
+    a.k_cache = dk.p;
+    a.v_cache = dv.p;
+    a.block_tables = dbt.p;
+    a.bt_stride = L.bt_stride;
+    a.row_seq = ds.p;
+    a.pos = dp.p;
+    a.n_rows = R;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv;
+    a.head_dim = hd;
+    a.block_size = bs;
+    a.max_ctx = max_pos + 1;
+    a.scratch = dscr.p;
+    flint_cuda_attention(&a, NULL);
+    down(got, &dout);
+
+    ref_attn ra = {&L, kf, vf, q, ldq, R, n_heads, 0, 0, pos, seq, NULL, NULL};
+    ref_attention(&ra, ref);
+    cmp c = {0};
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < q_dim; i++) {
+            double rf = ref[(size_t)r * q_dim + i];
+            cmp_add(&c, flint_bf16_to_f32(got[(size_t)r * ldo + i]), rf, 2e-5 + ldexp(fabs(rf), -7));
+        }
+    char cas[96];
+    snprintf(cas, sizeof cas, "%s causal rows=%d heads=%d/%d hd=%d bs=%d", name, R, n_heads, n_kv, hd, bs);
+    row("attention", cas, &c, guards_ok(&dout) && gaps_ok(got, R, q_dim, ldo, 2));
+
+    /* each row alone, with the grid sized for that row only */
+    for (int r = 0; r < R; r++) {
+        flint_cuda_attn b = a;
+        b.q = (const float *)dq.p + (size_t)r * ldq;
+        b.out = (uint16_t *)dalone.p + (size_t)r * ldo;
+        b.pos = (const int32_t *)dp.p + r;
+        b.row_seq = (const int32_t *)ds.p + r;
+        b.n_rows = 1;
+        b.max_ctx = pos[r] + 1;
+        flint_cuda_attention(&b, NULL);
+    }
+    down(alone, &dalone);
+    size_t bad = 0, nf = 0;
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < q_dim; i++) {
+            bad += alone[(size_t)r * ldo + i] != got[(size_t)r * ldo + i];
+            nf += !isfinite(flint_bf16_to_f32(alone[(size_t)r * ldo + i]));
+        }
+    snprintf(cas, sizeof cas, "%s causal: each row alone == in batch", name);
+    bits_row("attn-batch", cas, bad, (size_t)R * q_dim, nf, guards_ok(&dalone) && guards_ok(&dscr));
+
+    dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dbt), dfree(&dp), dfree(&ds), dfree(&dout), dfree(&dalone), dfree(&dscr);
+    free(L.bt), free(order), free(pos), free(seq), free(kh), free(vh), free(kf), free(vf), free(q), free(ref);
+    free(got), free(alone);
+}
+
+/* Drafter block mode: request i has B rows at positions P_i..P_i+B-1 and sees the cache before
+ * P_i plus its whole block (fp32 block K/V in the drafter's [rows][k | v] layout). Then each
+ * request alone must give the same bits. */
+static void test_attention_block(int n_heads, int n_kv, int hd, int bs, int B, int n_req, const int *P) {
+    int R = n_req * B, max_ctx = 0;
+    for (int i = 0; i < n_req; i++)
+        if (P[i] + B > max_ctx) max_ctx = P[i] + B;
+    kv_layout L = kv_layout_make(n_req, max_ctx, bs, n_kv, hd);
+    const int q_dim = n_heads * hd, kvd = n_kv * hd, ldo = q_dim + 8, ld_blk = 2 * kvd;
+    int32_t *pos = xmalloc(sizeof(int32_t) * R), *seq = xmalloc(sizeof(int32_t) * R);
+    for (int i = 0; i < n_req; i++)
+        for (int j = 0; j < B; j++) {
+            pos[i * B + j] = P[i] + j;
+            seq[i * B + j] = i;
+        }
+    size_t n = kv_elems(&L);
+    uint16_t *kh = xmalloc(sizeof(uint16_t) * n), *vh = xmalloc(sizeof(uint16_t) * n);
+    float *kf = xmalloc(sizeof(float) * n), *vf = xmalloc(sizeof(float) * n);
+    rand_bf16(kh, kf, n, -1, 1);
+    rand_bf16(vh, vf, n, -1, 1);
+    float *q = xmalloc(sizeof(float) * R * q_dim), *bkv = xmalloc(sizeof(float) * R * ld_blk);
+    float *ref = xmalloc(sizeof(float) * R * q_dim);
+    rand_f32(q, (size_t)R * q_dim, -3, 3);
+    rand_f32(bkv, (size_t)R * ld_blk, -1, 1);
+    uint16_t *got = xmalloc(sizeof(uint16_t) * R * ldo), *alone = xmalloc(sizeof(uint16_t) * R * ldo);
+
+    dbuf dq = dnew_up(q, sizeof(float) * R * q_dim), dk = dnew_up(kh, sizeof(uint16_t) * n);
+    dbuf dv = dnew_up(vh, sizeof(uint16_t) * n), dbt = dnew_up(L.bt, sizeof(int32_t) * L.n_seqs * L.bt_stride);
+    dbuf dp = dnew_up(pos, sizeof(int32_t) * R), ds = dnew_up(seq, sizeof(int32_t) * R);
+    dbuf db = dnew_up(bkv, sizeof(float) * R * ld_blk);
+    dbuf dout = dnew(sizeof(uint16_t) * R * ldo), dalone = dnew(sizeof(uint16_t) * R * ldo);
+    dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, hd, max_ctx));
+    const float *blk = db.p;
+    flint_cuda_attn a = {0};
+    a.q = dq.p;
+    a.ldq = q_dim;
+    a.out = dout.p;
+    a.ldo = ldo;
+    a.k_cache = dk.p;
+    a.v_cache = dv.p;
+    a.block_tables = dbt.p;
+    a.bt_stride = L.bt_stride;
+    a.row_seq = ds.p;
+    a.pos = dp.p;
+    a.n_rows = R;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv;
+    a.head_dim = hd;
+    a.block_size = bs;
+    a.max_ctx = max_ctx;
+    a.blk_rows = B;
+    a.blk_k = blk;
+    a.blk_v = blk + kvd;
+    a.ld_blk = ld_blk;
+    a.scratch = dscr.p;
+    flint_cuda_attention(&a, NULL);
+    down(got, &dout);
+
+    ref_attn ra = {&L, kf, vf, q, q_dim, R, n_heads, B, ld_blk, pos, seq, bkv, bkv + kvd};
+    ref_attention(&ra, ref);
+    cmp c = {0};
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < q_dim; i++) {
+            double rf = ref[(size_t)r * q_dim + i];
+            cmp_add(&c, flint_bf16_to_f32(got[(size_t)r * ldo + i]), rf, 2e-5 + ldexp(fabs(rf), -7));
+        }
+    char cas[96];
+    snprintf(cas, sizeof cas, "drafter block B=%d reqs=%d heads=%d/%d hd=%d", B, n_req, n_heads, n_kv, hd);
+    row("attention", cas, &c, guards_ok(&dout) && gaps_ok(got, R, q_dim, ldo, 2));
+
+    for (int i = 0; i < n_req; i++) {
+        flint_cuda_attn b = a;
+        size_t r0 = (size_t)i * B;
+        b.q = (const float *)dq.p + r0 * q_dim;
+        b.out = (uint16_t *)dalone.p + r0 * ldo;
+        b.pos = (const int32_t *)dp.p + r0;
+        b.row_seq = (const int32_t *)ds.p + r0;
+        b.blk_k = blk + r0 * ld_blk;
+        b.blk_v = blk + r0 * ld_blk + kvd;
+        b.n_rows = B;
+        b.max_ctx = P[i] + B;
+        flint_cuda_attention(&b, NULL);
+    }
+    down(alone, &dalone);
+    size_t bad = 0, nf = 0;
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < q_dim; i++) {
+            bad += alone[(size_t)r * ldo + i] != got[(size_t)r * ldo + i];
+            nf += !isfinite(flint_bf16_to_f32(alone[(size_t)r * ldo + i]));
+        }
+    bits_row("attn-batch", "drafter block: each request alone == in batch", bad, (size_t)R * q_dim, nf,
+             guards_ok(&dalone) && guards_ok(&dscr));
+
+    dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dbt), dfree(&dp), dfree(&ds), dfree(&db), dfree(&dout);
+    dfree(&dalone), dfree(&dscr);
+    free(L.bt), free(pos), free(seq), free(kh), free(vh), free(kf), free(vf), free(q), free(bkv), free(ref);
+    free(got), free(alone);
+}
+
+/* ==== Labs: timings, not assertions ==== */
+
+/* Weights rotate over copies that together exceed the L2 several times, so every launch reads
+ * its weights from HBM. Bytes = weights + x + y; the floor is bytes / 4.3 TB/s (the copy rate
+ * measured on this H200, research/perf.md). */
+static void lab_gemm(void) {
+    const int shapes[][2] = {{4096, 4096}, {12288, 4096}}, ms[] = {1, 8, 64, 512};
+    const int reps = 20;
+    printf("\ngemm lab: y[M,N] = x[M,K] W[N,K]^T, bf16 in, fp32 out; weights rotate over copies > L2\n");
+    printf("%6s %6s %6s %11s %8s %9s %9s\n", "M", "N", "K", "us/launch", "TB/s", "TFLOP/s", "x floor");
+    for (int s = 0; s < 2; s++) {
+        const int N = shapes[s][0], K = shapes[s][1];
+        const size_t wbytes = (size_t)N * K * 2;
+        int copies = (int)((512u << 20) / wbytes);
+        if (copies < 3) copies = 3;
+        uint16_t *wh = xmalloc(wbytes), *xh = xmalloc(sizeof(uint16_t) * 512 * K);
+        rand_bf16(wh, NULL, (size_t)N * K, -1, 1);
+        rand_bf16(xh, NULL, (size_t)512 * K, -1, 1);
+        unsigned char *w;
+        uint16_t *x;
+        float *y;
+        CK(cudaMalloc((void **)&w, wbytes * copies));
+        CK(cudaMalloc((void **)&x, sizeof(uint16_t) * 512 * K));
+        CK(cudaMalloc((void **)&y, sizeof(float) * 512 * N));
+        for (int c = 0; c < copies; c++) CK(cudaMemcpy(w + c * wbytes, wh, wbytes, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(x, xh, sizeof(uint16_t) * 512 * K, cudaMemcpyHostToDevice));
+        for (size_t t = 0; t < sizeof ms / sizeof ms[0]; t++) {
+            const int M = ms[t];
+            cudaEvent_t e0, e1;
+            CK(cudaEventCreate(&e0));
+            CK(cudaEventCreate(&e1));
+            for (int i = 0; i < 3; i++)
+                flint_cuda_gemm(y, N, x, K, (const uint16_t *)(w + (i % copies) * wbytes), M, N, K, 0, NULL);
+            CK(cudaEventRecord(e0, NULL));
+            for (int i = 0; i < reps; i++)
+                flint_cuda_gemm(y, N, x, K, (const uint16_t *)(w + (i % copies) * wbytes), M, N, K, 0, NULL);
+            CK(cudaEventRecord(e1, NULL));
+            CK(cudaEventSynchronize(e1));
+            float ms_total = 0;
+            CK(cudaEventElapsedTime(&ms_total, e0, e1));
+            double us = 1000.0 * ms_total / reps;
+            double bytes = (double)wbytes + (double)M * K * 2 + (double)M * N * 4;
+            double flops = 2.0 * M * N * K;
+            printf("%6d %6d %6d %11.1f %8.2f %9.1f %9.2f\n", M, N, K, us, bytes / us * 1e-6, flops / us * 1e-6,
+                   us / (bytes / 4.3e6));
+            CK(cudaEventDestroy(e0));
+            CK(cudaEventDestroy(e1));
+        }
+        CK(cudaFree(w));
+        CK(cudaFree(x));
+        CK(cudaFree(y));
+        free(wh), free(xh);
+    }
+}
+
+/* Attention at qwen3-8b's shape (32 q heads, 8 KV heads, d 128), context 1024, one layer:
+ * batch x q rows (decode q = 1, verify q = 8). TB/s counts the K/V bytes of the batch once. */
+static void lab_attention(void) {
+    const int n_heads = 32, n_kv = 8, hd = 128, bs = 16, ctx = 1024, reps = 20;
+    const int cases[][2] = {{1, 1}, {1, 8}, {8, 8}, {64, 1}, {64, 8}};
+    printf("\nattention lab: qwen3-8b layer (32/8 heads, d 128), context %d, paged bs %d\n", ctx, bs);
+    printf("%6s %4s %6s %11s %8s\n", "batch", "q", "rows", "us/launch", "TB/s");
+    const int max_b = 64, bt_stride = ctx / bs;
+    const size_t n = (size_t)max_b * ctx * n_kv * hd;
+    int32_t *bt = xmalloc(sizeof(int32_t) * max_b * bt_stride);
+    for (int i = 0; i < max_b * bt_stride; i++) bt[i] = i;
+    uint16_t *kvh = xmalloc(sizeof(uint16_t) * n);
+    rand_bf16(kvh, NULL, n, -1, 1);
+    uint16_t *k, *v, *out;
+    float *q, *scr;
+    int32_t *dbt, *dpos, *dseq;
+    const int max_rows = 512;
+    CK(cudaMalloc((void **)&k, sizeof(uint16_t) * n));
+    CK(cudaMalloc((void **)&v, sizeof(uint16_t) * n));
+    CK(cudaMemcpy(k, kvh, sizeof(uint16_t) * n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(v, kvh, sizeof(uint16_t) * n, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&q, sizeof(float) * max_rows * n_heads * hd));
+    CK(cudaMemset(q, 0, sizeof(float) * max_rows * n_heads * hd));
+    CK(cudaMalloc((void **)&out, sizeof(uint16_t) * max_rows * n_heads * hd));
+    CK(cudaMalloc((void **)&scr, sizeof(float) * flint_cuda_attn_scratch_floats(max_rows, n_heads, hd, ctx)));
+    CK(cudaMalloc((void **)&dbt, sizeof(int32_t) * max_b * bt_stride));
+    CK(cudaMemcpy(dbt, bt, sizeof(int32_t) * max_b * bt_stride, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dpos, sizeof(int32_t) * max_rows));
+    CK(cudaMalloc((void **)&dseq, sizeof(int32_t) * max_rows));
+    int32_t pos[512], seq[512];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int B = cases[c][0], Q = cases[c][1], R = B * Q;
+        for (int i = 0; i < B; i++)
+            for (int j = 0; j < Q; j++) {
+                pos[i * Q + j] = ctx - Q + j;
+                seq[i * Q + j] = i;
+            }
+        CK(cudaMemcpy(dpos, pos, sizeof(int32_t) * R, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dseq, seq, sizeof(int32_t) * R, cudaMemcpyHostToDevice));
+        flint_cuda_attn a = {0};
+        a.q = q;
+        a.ldq = n_heads * hd;
+        a.out = out;
+        a.ldo = n_heads * hd;
+        a.k_cache = k;
+        a.v_cache = v;
+        a.block_tables = dbt;
+        a.bt_stride = bt_stride;
+        a.row_seq = dseq;
+        a.pos = dpos;
+        a.n_rows = R;
+        a.n_heads = n_heads;
+        a.n_kv_heads = n_kv;
+        a.head_dim = hd;
+        a.block_size = bs;
+        a.max_ctx = ctx;
+        a.scratch = scr;
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        for (int i = 0; i < 3; i++) flint_cuda_attention(&a, NULL);
+        CK(cudaEventRecord(e0, NULL));
+        for (int i = 0; i < reps; i++) flint_cuda_attention(&a, NULL);
+        CK(cudaEventRecord(e1, NULL));
+        CK(cudaEventSynchronize(e1));
+        float ms_total = 0;
+        CK(cudaEventElapsedTime(&ms_total, e0, e1));
+        double us = 1000.0 * ms_total / reps, bytes = 2.0 * B * ctx * n_kv * hd * 2;
+        printf("%6d %4d %6d %11.1f %8.2f\n", B, Q, R, us, bytes / us * 1e-6);
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
+    }
+    CK(cudaFree(k));
+    CK(cudaFree(v));
+    CK(cudaFree(q));
+    CK(cudaFree(out));
+    CK(cudaFree(scr));
+    CK(cudaFree(dbt));
+    CK(cudaFree(dpos));
+    CK(cudaFree(dseq));
+    free(bt), free(kvh);
+}
+
+int main(int argc, char **argv) {
+    uint64_t seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
+    const char *env = getenv("FLINT_SEED");
+    int lab = 1, quick = 0;
+    if (env && *env) seed = strtoull(env, NULL, 10);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--no-lab")) lab = 0;
+        else if (!strcmp(argv[i], "--quick")) quick = 1, guard = 0;
+        else {
+            fprintf(stderr, "usage: %s [--seed N] [--no-lab] [--quick]\n", argv[0]);
+            return 2;
+        }
+    }
+    rng_s = seed;
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    n_cpu = nc > 0 ? (int)nc : 1;
+
+    int n_dev = 0;
+    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+        printf("test_cuda_ops: no CUDA device\n");
+        return 1;
+    }
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("test_cuda_ops: %s, %d SMs, L2 %d MB; seed %llu (rerun with FLINT_SEED=%llu)\n\n", prop.name,
+           prop.multiProcessorCount, prop.l2CacheSize >> 20, (unsigned long long)seed, (unsigned long long)seed);
+    table_header();
+
+    test_embed(1000, 200, 37);
+    if (!quick) test_embed(20000, 4096, 64);
+
+    test_rmsnorm(1, 4096, 4096, 4096, 0);
+    test_rmsnorm(37, 1000, 1003, 1005, 0);
+    test_rmsnorm(64, 4096, 4096, 4100, 1);
+    test_rmsnorm(5, 64, 64, 64, 1);
+
+    test_qk_norm_rope("qwen3-8b", 19, 32, 8, 128, 1, 8 * 128);
+    test_qk_norm_rope("llama", 9, 8, 4, 64, 0, 4 * 64);
+    test_qk_norm_rope("tiny", 23, 8, 4, 8, 1, 4 * 8);
+    test_qk_norm_rope("drafter k", 16, 0, 8, 128, 1, 8 * 128);
+    test_qk_norm_rope("hd256", 3, 4, 2, 256, 1, 0);
+
+    test_kv_store();
+
+    test_swiglu(13, 1000);
+    test_swiglu(64, 12288);
+
+    test_add(100003);
+
+    test_gemm(1, 64, 64, 64, 64, 0);
+    test_gemm(3, 100, 72, 72, 101, 0);
+    test_gemm(8, 256, 1024, 1024, 256, 1);
+    test_gemm(13, 77, 172, 172, 77, 0);    /* K % 8 != 0: the element-wise load path */
+    test_gemm(130, 96, 520, 528, 99, 1);   /* padded rows, partial tiles, accumulate */
+    if (!quick) test_gemm(64, 1024, 4096, 4096, 1024, 0);
+    test_gemm(512, 160, 768, 768, 160, 0);
+    if (!quick) test_gemm(1, 4096, 12288, 12288, 4096, 1);
+
+    test_gemm_invariance(96, 520);
+    test_gemm_invariance(200, 172);
+    if (!quick) {
+        test_gemm_invariance(4096, 4096);
+        test_gemm_invariance(12288, 4096);
+    }
+
+    {   /* prefill chunk from 0, verify blocks across chunk edges (127..134, 250..257), a long decode row */
+        const int starts[] = {0, 250, 1000, 127, 600}, lens[] = {40, 8, 1, 8, 1};
+        test_attention_causal("qwen3", 16, 4, 128, 16, 5, starts, lens);
+    }
+    {
+        const int starts[] = {0, 290, 64}, lens[] = {17, 8, 3};
+        test_attention_causal("tiny", 8, 4, 8, 4, 3, starts, lens);
+    }
+    {
+        const int starts[] = {5, 300}, lens[] = {6, 8};
+        test_attention_causal("G=1", 4, 4, 64, 32, 2, starts, lens);
+    }
+    {   /* head_dim not a multiple of 8: the element-wise K path */
+        const int starts[] = {0, 140}, lens[] = {5, 4};
+        test_attention_causal("hd=12", 4, 2, 12, 8, 2, starts, lens);
+    }
+    {
+        const int starts[] = {0, 200}, lens[] = {3, 8};
+        test_attention_causal("G=8 hd=256", 16, 2, 256, 16, 2, starts, lens);
+    }
+    {
+        const int P[] = {0, 5, 120, 700};
+        test_attention_block(16, 4, 128, 16, 8, 4, P);
+    }
+    {
+        const int P[] = {3, 61};
+        test_attention_block(8, 4, 8, 4, 16, 2, P);
+    }
+
+    int status = test_report("test_cuda_ops");
+    if (lab && !quick) {
+        lab_gemm();
+        lab_attention();
+    }
+    CK(cudaDeviceSynchronize());
+    return status;
+}
