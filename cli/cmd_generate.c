@@ -13,6 +13,7 @@
 #include "core/chat.h"
 #include "core/log.h"
 #include "core/tokenizer.h"
+#include "target/target.h"
 #include "sampler/sampler.h"
 #include "verifier/engine.h"
 
@@ -31,6 +32,7 @@ typedef struct gen_options {
     int ignore_eos;
     int json;
     int threads;
+    int device;
     flint_sampling_params sp;
 } gen_options;
 
@@ -53,6 +55,7 @@ static void usage(FILE *f) {
             "  --seed S               RNG seed (default 0); the output depends only on it\n"
             "  --ignore-eos           keep generating past end-of-sequence tokens\n"
             "  --threads N            CPU threads (default: every core)\n"
+            "  --device D             cpu (default) or cuda: where the target model runs\n"
             "  --json                 print one JSON object with text, token ids and timings\n"
             "  --log-level L          error | warn | info | debug\n");
 }
@@ -99,6 +102,12 @@ static int parse(int argc, char **argv, gen_options *o) {
                 if (flint_arg_u64(cmd, a, v, &o->sp.seed)) return -1;
             } else if (!strcmp(a, "--threads")) {
                 if (flint_arg_int(cmd, a, v, 0, 4096, &o->threads)) return -1;
+            } else if (!strcmp(a, "--device")) {
+                if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+                    fprintf(stderr, "flint generate: --device must be cpu or cuda (got '%s')\n", v);
+                    return -1;
+                }
+                o->device = !strcmp(v, "cuda") ? FLINT_TARGET_CUDA : FLINT_TARGET_CPU;
             } else if (!strcmp(a, "--log-level")) {
                 flint_log_level lv;
                 if (flint_log_parse_level(v, &lv)) {
@@ -173,6 +182,7 @@ int flint_cmd_generate(int argc, char **argv) {
     eo.model_dir = o.model_dir;
     eo.max_seqs = 1;
     eo.n_threads = o.threads;
+    eo.device = o.device;
     if (o.spec_config && flint_spec_config_parse(o.spec_config, &eo, &drafter_dir, &err)) goto fail;
     if (!(e = flint_engine_open(&eo, &err))) goto fail;
     const flint_tokenizer *tok = flint_engine_tokenizer(e);

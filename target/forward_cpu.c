@@ -139,6 +139,9 @@ static void rmsnorm_rows(flint_target *t, float *y, const float *x, const float 
 
 int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err *err) {
     if (validate(t, b, err)) return -1;
+#ifdef FLINT_HAVE_CUDA
+    if (t->cuda) return flint_target_forward_cuda(t, b, err);
+#endif
     const flint_target_config *c = &t->cfg;
     flint_target_state *s = &t->s;
     int R = b->n_rows, H = c->hidden_size, I = c->intermediate_size, nt = t->n_threads;

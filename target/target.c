@@ -31,6 +31,9 @@ const float *flint_target_embed_weights(const flint_target *t) { return t->w.emb
 const float *flint_target_lm_head_weights(const flint_target *t) { return t->w.lm_head; }
 int flint_target_n_threads(const flint_target *t) { return t->n_threads; }
 const flint_target_options *flint_target_get_options(const flint_target *t) { return &t->opts; }
+#ifndef FLINT_HAVE_CUDA
+size_t flint_target_device_bytes(const flint_target *t) { (void)t; return 0; }
+#endif
 
 /* Fill in the zeros (defaults that depend on the model) and refuse what cannot work. */
 static int resolve_options(const flint_target_config *c, const flint_target_options *in, flint_target_options *o,
@@ -63,6 +66,14 @@ static int resolve_options(const flint_target_config *c, const flint_target_opti
     if (o->n_threads < 0 || o->n_threads > 4096)
         return flint_err_set(err, FLINT_ERR_INVALID, "target options: n_threads %d is outside 0..4096",
                              o->n_threads);
+    if (o->device != FLINT_TARGET_CPU && o->device != FLINT_TARGET_CUDA)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target options: device %d is neither CPU (0) nor CUDA (1)",
+                             o->device);
+#ifndef FLINT_HAVE_CUDA
+    if (o->device == FLINT_TARGET_CUDA)
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: device cuda was asked for, but this build has no "
+                             "CUDA backend (no nvcc at configure time, or -DFLINT_CUDA=OFF)");
+#endif
     if (o->n_threads == 0) o->n_threads = omp_get_max_threads();
     if (o->n_threads < 1) o->n_threads = 1;
     return 0;
@@ -203,6 +214,9 @@ flint_target *flint_target_open(const char *dir, const flint_target_options *opt
     st = NULL;
     /* The KV pool is not cleared: a position is always written before it is read. */
     flint_ops_rope_table(t->s.rope_cos, t->s.rope_sin, t->opts.max_len, c->head_dim, c->rope_theta);
+#ifdef FLINT_HAVE_CUDA
+    if (t->opts.device == FLINT_TARGET_CUDA && flint_target_cuda_init(t, err)) goto fail;
+#endif
 
     flint_log_info("target: %s, %d layers, hidden %d, heads %d/%d x %d, vocab %d%s; %.1f MiB; KV pool %d x %d "
                    "tokens; %d threads",
@@ -219,6 +233,9 @@ fail:
 
 void flint_target_close(flint_target *t) {
     if (!t) return;
+#ifdef FLINT_HAVE_CUDA
+    flint_target_cuda_free(t);
+#endif
     flint_arena_free(&t->arena);
     free(t);
 }

@@ -48,7 +48,11 @@ typedef struct flint_target_options {
     int max_len;        /* tokens per sequence; 0 = max_position_embeddings */
     int max_rows;       /* most rows one forward may carry (default 512); reserved at open */
     int n_threads;      /* 0 = every core */
+    int device;         /* FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA: where the forward runs */
 } flint_target_options;
+
+#define FLINT_TARGET_CPU 0
+#define FLINT_TARGET_CUDA 1 /* CUDA device 0; bf16 weights and KV (target/forward_cuda.cu) */
 
 void flint_target_options_default(flint_target_options *o);
 
@@ -94,6 +98,8 @@ int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err
 const float *flint_target_embed_weights(const flint_target *t);
 const float *flint_target_lm_head_weights(const flint_target *t);
 int flint_target_n_threads(const flint_target *t);
+/* Device memory held by the CUDA forward (0 on the CPU). */
+size_t flint_target_device_bytes(const flint_target *t);
 /* The options as resolved at open (no zeros left: max_len, kv_blocks, n_threads filled in). */
 const flint_target_options *flint_target_get_options(const flint_target *t);
 

@@ -50,6 +50,19 @@ struct flint_target {
     flint_target_weights w;
     flint_target_state s;
     flint_arena arena; /* weights, KV pool and scratch: one allocation */
+    struct flint_target_cuda *cuda; /* device state when opts.device is CUDA (forward_cuda.cu), else NULL */
 };
+
+/* forward_cuda.cu (built with CUDA only): device copies of the weights, the device KV pool and
+ * scratch; the forward on the device for a batch that flint_target_forward has validated. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+int flint_target_cuda_init(flint_target *t, flint_err *err);
+void flint_target_cuda_free(flint_target *t);
+int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flint_err *err);
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -131,6 +131,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
     to.max_len = e->max_len;
     to.max_rows = e->max_rows;
     to.n_threads = o->n_threads;
+    to.device = o->device;
     if (!(e->tgt = flint_target_open(o->model_dir, &to, err))) goto fail;
     e->tc = flint_target_get_config(e->tgt);
     e->V = e->tc->vocab_size;

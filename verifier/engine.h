@@ -39,6 +39,8 @@ typedef struct flint_engine_options {
     int kv_blocks;              /* 0 = enough for max_seqs sessions of max_model_len */
     int n_threads;              /* 0 = every core */
     int enable_prefix_caching;  /* reuse cached KV blocks of equal prompt prefixes (default 1) */
+    int device;                 /* where the target runs: FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA;
+                                 * the drafter and sampler run on the CPU in this version */
     /* Benchmarks only (flint bench --synthetic-*): when set, a step accepts draft i with
      * probability synthetic_rates[i] given the earlier ones were accepted (keyed by seed and
      * position, so runs repeat), whatever the target says; output tokens are then meaningless
