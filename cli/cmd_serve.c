@@ -53,6 +53,7 @@ static void usage(FILE *f, const flint_server_options *d) {
             "  --shutdown-timeout S     on SIGTERM, time in-flight requests get to finish (default %.0f)\n"
             "  --log-interval S         speculative summary line every S s at info level (default %.0f; 0 = off)\n"
             "  --threads N              engine CPU threads (default: every core but one)\n"
+            "  --device D               cpu (default) or cuda: where the target model runs\n"
             "  --log-level L            error | warn | info | debug (default info)\n",
             d->host, d->port, d->max_num_seqs, d->prefill_chunk, d->max_queue, d->http_timeout_s, d->max_body_bytes,
             d->max_header_bytes, d->stream_buffer_bytes, d->shutdown_grace_s, d->log_interval_s);
@@ -115,6 +116,12 @@ static int parse(int argc, char **argv, flint_server_options *o, int *have_model
             } else if (!strcmp(a, "--log-interval")) {
                 if (flint_arg_float(cmd, a, v, 0, 86400, &f)) return -1;
                 o->log_interval_s = f;
+            } else if (!strcmp(a, "--device")) {
+                if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+                    fprintf(stderr, "flint serve: --device must be cpu or cuda (got '%s')\n", v);
+                    return -1;
+                }
+                o->device = !strcmp(v, "cuda");
             } else if (!strcmp(a, "--threads")) {
                 if (flint_arg_int(cmd, a, v, 0, 4096, &o->threads)) return -1;
             } else if (!strcmp(a, "--debug-load-delay-ms")) { /* tests: a window in which /health is 503 */

@@ -169,6 +169,7 @@ flint_server *flint_server_open(const flint_server_options *opts, flint_err *err
     /* Every core but one by default: the loop thread needs one, and OpenMP teams that share their
      * cores with it spin in barriers (measured: 7x slower steps on a 2-core machine). */
     s->eo.n_threads = s->o.threads;
+    s->eo.device = s->o.device;
     if (s->eo.n_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         s->eo.n_threads = n > 2 ? (int)n - 1 : 1;

@@ -36,6 +36,7 @@ typedef struct flint_server_options {
     int enable_prefix_caching;     /* reuse cached KV blocks of shared prompt prefixes (1) */
     int max_queue;                 /* requests waiting in front of the slots before 429 (256) */
     int threads;                   /* engine CPU threads; 0 = every core but one (the loop's) */
+    int device;                    /* where the target runs: FLINT_TARGET_CPU (0) or FLINT_TARGET_CUDA (1) */
     int stream_token_by_token;     /* one SSE event per token even when a step emits several (0) */
     int http_timeout_s;            /* a connection silent (reading) or stuck (writing) this long is closed (30) */
     size_t max_body_bytes;         /* request body limit, 413 above (8 MiB) */
