@@ -221,3 +221,28 @@ done:
     cJSON_Delete(j);
     return rc;
 }
+
+/* The synthetic shapes of --load-format dummy (issue order 6): real models' configurations, for
+ * speed work at real sizes with random weights made on the device. */
+int flint_target_shape_config(const char *name, flint_target_config *cfg, flint_err *err) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->arch = FLINT_ARCH_QWEN3;
+    cfg->vocab_size = 151936;
+    cfg->head_dim = 128;
+    cfg->max_position_embeddings = 40960;
+    cfg->rms_norm_eps = 1e-6f;
+    cfg->rope_theta = 1000000.0f;
+    cfg->bos_token_id = -1;
+    cfg->n_eos = 1;
+    cfg->eos_token_ids[0] = 151645;
+    if (!strcmp(name, "qwen3-8b")) {
+        cfg->hidden_size = 4096, cfg->intermediate_size = 12288, cfg->n_layers = 36;
+        cfg->n_heads = 32, cfg->n_kv_heads = 8, cfg->tie_word_embeddings = 0;
+    } else if (!strcmp(name, "qwen3-0.6b")) {
+        cfg->hidden_size = 1024, cfg->intermediate_size = 3072, cfg->n_layers = 28;
+        cfg->n_heads = 16, cfg->n_kv_heads = 8, cfg->tie_word_embeddings = 1;
+    } else {
+        return flint_err_set(err, FLINT_ERR_INVALID, "unknown model shape '%s' (qwen3-8b, qwen3-0.6b)", name);
+    }
+    return 0;
+}

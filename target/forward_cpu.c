@@ -24,7 +24,8 @@ static int validate(const flint_target *t, const flint_target_batch *b, flint_er
     if (b->n_seqs < 1 || !b->block_tables)
         return flint_err_set(err, FLINT_ERR_INVALID, "target forward: n_seqs %d with %s block tables", b->n_seqs,
                              b->block_tables ? "" : "no");
-    if (b->n_logit_rows < 0 || b->n_logit_rows > o->max_rows || (b->n_logit_rows > 0 && (!b->logit_rows || !b->logits)))
+    int logits_ok = b->logits || (b->logits_on_device && t->cuda);
+    if (b->n_logit_rows < 0 || b->n_logit_rows > o->max_rows || (b->n_logit_rows > 0 && (!b->logit_rows || !logits_ok)))
         return flint_err_set(err, FLINT_ERR_INVALID,
                              "target forward: n_logit_rows %d must be in 0..%d with logit_rows and logits given",
                              b->n_logit_rows, o->max_rows);

@@ -13,7 +13,9 @@
  * Numerics: the residual stream and every projection output are fp32; what feeds a GEMM
  * (norm outputs, attention output, SwiGLU) is bf16, and K/V are stored bf16. Against the fp32
  * CPU forward this costs bf16 rounding of activations, measured by tests/test_target_cuda.c. */
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +105,60 @@ static void carve(flint_target *t, struct flint_target_cuda *g, dev_arena *a) {
     g->tables = DNEW(a, int32_t, R * (size_t)g->bt_stride);
 }
 
+/* --load-format dummy: offset + scale * u, u uniform in [-1, 1) from a hash of (seed, index), so
+ * a shape's weights are the same on every run without a host copy. */
+__global__ void fill_bf16_kernel(uint16_t *p, size_t n, uint64_t seed, float scale, float offset) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t z = seed + (uint64_t)i * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        float u = (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+        p[i] = __bfloat16_as_ushort(__float2bfloat16_rn(offset + scale * u));
+    }
+}
+
+static int fill(uint16_t *p, size_t n, uint64_t seed, float scale, float offset, cudaStream_t st, flint_err *err) {
+    if (!p || !n) return 0;
+    fill_bf16_kernel<<<1024, 256, 0, st>>>(p, n, seed, scale, offset);
+    CUDA_OK(cudaGetLastError(), "random fill");
+    return 0;
+}
+
+/* Random weights of the right shape, made on the device: norms 1, matrices uniform with variance
+ * 1 / fan_in (activations keep their scale through the layers), the embedding +-0.05. */
+static int fill_dummy(flint_target *t, struct flint_target_cuda *g, flint_err *err) {
+    const flint_target_config *c = &t->cfg;
+    size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)c->intermediate_size;
+    size_t hd = (size_t)c->head_dim;
+    cudaStream_t st = g->stream;
+    float sh = sqrtf(3.0f / (float)H), sq = sqrtf(3.0f / (float)t->q_dim), si = sqrtf(3.0f / (float)I);
+    uint64_t seed = 0x5eed;
+    if (fill(g->embed, V * H, seed++, 0.05f, 0, st, err) || fill(g->final_norm, H, seed++, 0, 1, st, err) ||
+        (!c->tie_word_embeddings && fill(g->lm_head, V * H, seed++, sh, 0, st, err)))
+        return -1;
+    for (int l = 0; l < c->n_layers; l++) {
+        cuda_layer *d = &g->layers[l];
+        if (fill(d->attn_norm, H, seed++, 0, 1, st, err) || fill(d->wqkv, (size_t)t->qkv_dim * H, seed++, sh, 0, st, err) ||
+            fill(d->q_norm, d->q_norm ? hd : 0, seed++, 0, 1, st, err) ||
+            fill(d->k_norm, d->k_norm ? hd : 0, seed++, 0, 1, st, err) ||
+            fill(d->wo, H * (size_t)t->q_dim, seed++, sq, 0, st, err) || fill(d->mlp_norm, H, seed++, 0, 1, st, err) ||
+            fill(d->w_gate_up, 2 * I * H, seed++, sh, 0, st, err) || fill(d->w_down, H * I, seed++, si, 0, st, err))
+            return -1;
+    }
+    CUDA_OK(cudaStreamSynchronize(st), "random weights");
+    return 0;
+}
+
+int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err) {
+    struct flint_target_cuda *g = t->cuda;
+    if (!g) return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: random KV needs the CUDA forward");
+    size_t n = t->kv_layer_floats * (size_t)t->cfg.n_layers;
+    if (fill(g->k_cache, n, seed, 1, 0, g->stream, err) || fill(g->v_cache, n, seed + 1, 1, 0, g->stream, err)) return -1;
+    CUDA_OK(cudaStreamSynchronize(g->stream), "random KV");
+    return 0;
+}
+
 /* fp32 host weights (exact copies of bf16 files; rounded once when the file is f32/f16) -> bf16 */
 static int upload(uint16_t *dst, const float *src, size_t n, uint16_t *stage, size_t stage_n, flint_err *err) {
     for (size_t off = 0; off < n; off += stage_n) {
@@ -144,11 +200,11 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
 
     size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)c->intermediate_size;
     size_t hd = (size_t)c->head_dim, stage_n = (size_t)1 << 22;
-    uint16_t *stage = (uint16_t *)flint_xmalloc(stage_n * sizeof(uint16_t));
-    int rc = upload(g->embed, t->w.embed, V * H, stage, stage_n, err) ||
+    uint16_t *stage = o->dummy_shape ? NULL : (uint16_t *)flint_xmalloc(stage_n * sizeof(uint16_t));
+    int rc = o->dummy_shape ? fill_dummy(t, g, err) : upload(g->embed, t->w.embed, V * H, stage, stage_n, err) ||
              upload(g->final_norm, t->w.final_norm, H, stage, stage_n, err) ||
              (!c->tie_word_embeddings && upload(g->lm_head, t->w.lm_head, V * H, stage, stage_n, err));
-    for (int l = 0; !rc && l < c->n_layers; l++) {
+    for (int l = 0; !rc && !o->dummy_shape && l < c->n_layers; l++) {
         const flint_target_layer *h = &t->w.layers[l];
         cuda_layer *d = &g->layers[l];
         rc = upload(d->attn_norm, h->attn_norm, H, stage, stage_n, err) ||
@@ -171,9 +227,9 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
     g->h_tables = (int32_t *)flint_xmalloc(sizeof(int32_t) * R * (size_t)g->bt_stride);
     cudaDeviceProp prop;
     CUDA_OK(cudaGetDeviceProperties(&prop, 0), "device properties");
-    flint_log_info("target (CUDA): %s; %.1f MiB on the device (bf16 weights, bf16 KV pool %d x %d tokens, scratch "
-                   "for %d rows)", prop.name, (double)g->bytes / (1 << 20), o->kv_blocks, o->kv_block_size,
-                   o->max_rows);
+    flint_log_info("target (CUDA): %s; %.1f MiB on the device (bf16 weights%s, bf16 KV pool %d x %d tokens, "
+                   "scratch for %d rows)", prop.name, (double)g->bytes / (1 << 20),
+                   o->dummy_shape ? " (random, dummy)" : "", o->kv_blocks, o->kv_block_size, o->max_rows);
     return 0;
 }
 
@@ -271,8 +327,9 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     if (b->n_logit_rows > 0) {
         flint_cuda_rmsnorm(g->xn, H, g->x, H, g->logit_rows, g->final_norm, b->n_logit_rows, H, c->rms_norm_eps, s);
         flint_cuda_gemm(g->logits, c->vocab_size, g->xn, H, g->lm_head, b->n_logit_rows, c->vocab_size, H, 0, s);
-        CUDA_OK(cudaMemcpyAsync(b->logits, g->logits, sizeof(float) * (size_t)b->n_logit_rows * c->vocab_size,
-                                cudaMemcpyDeviceToHost, st), "logits download");
+        if (!b->logits_on_device)
+            CUDA_OK(cudaMemcpyAsync(b->logits, g->logits, sizeof(float) * (size_t)b->n_logit_rows * c->vocab_size,
+                                    cudaMemcpyDeviceToHost, st), "logits download");
     }
     if (b->n_taps > 0)
         CUDA_OK(cudaMemcpyAsync(b->taps, g->taps, sizeof(float) * (size_t)R * b->n_taps * H, cudaMemcpyDeviceToHost, st),

@@ -33,6 +33,10 @@ int flint_target_n_threads(const flint_target *t) { return t->n_threads; }
 const flint_target_options *flint_target_get_options(const flint_target *t) { return &t->opts; }
 #ifndef FLINT_HAVE_CUDA
 size_t flint_target_device_bytes(const flint_target *t) { (void)t; return 0; }
+int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err) {
+    (void)t, (void)seed;
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: no CUDA backend in this build");
+}
 #endif
 
 /* Fill in the zeros (defaults that depend on the model) and refuse what cannot work. */
@@ -89,25 +93,29 @@ static void carve(flint_target *t, flint_arena *a) {
     int qk_norm = c->arch == FLINT_ARCH_QWEN3;
 
     t->w.layers = flint_arena_new(a, flint_target_layer, c->n_layers);
-    t->w.embed = flint_arena_new(a, float, V * H);
-    t->w.final_norm = flint_arena_new(a, float, H);
-    t->w.lm_head = c->tie_word_embeddings ? t->w.embed : flint_arena_new(a, float, V * H);
-    for (int l = 0; l < c->n_layers; l++) {
-        flint_target_layer tmp, *ly = a->base ? &t->w.layers[l] : &tmp;
-        ly->attn_norm = flint_arena_new(a, float, H);
-        ly->wqkv = flint_arena_new(a, float, (size_t)t->qkv_dim * H);
-        ly->q_norm = qk_norm ? flint_arena_new(a, float, hd) : NULL;
-        ly->k_norm = qk_norm ? flint_arena_new(a, float, hd) : NULL;
-        ly->wo = flint_arena_new(a, float, H * (size_t)t->q_dim);
-        ly->mlp_norm = flint_arena_new(a, float, H);
-        ly->w_gate_up = flint_arena_new(a, float, 2 * I * H);
-        ly->w_down = flint_arena_new(a, float, H * I);
+    int host_weights = !o->dummy_shape, host_forward = o->device == FLINT_TARGET_CPU;
+    if (host_weights) {
+        t->w.embed = flint_arena_new(a, float, V * H);
+        t->w.final_norm = flint_arena_new(a, float, H);
+        t->w.lm_head = c->tie_word_embeddings ? t->w.embed : flint_arena_new(a, float, V * H);
+        for (int l = 0; l < c->n_layers; l++) {
+            flint_target_layer tmp, *ly = a->base ? &t->w.layers[l] : &tmp;
+            ly->attn_norm = flint_arena_new(a, float, H);
+            ly->wqkv = flint_arena_new(a, float, (size_t)t->qkv_dim * H);
+            ly->q_norm = qk_norm ? flint_arena_new(a, float, hd) : NULL;
+            ly->k_norm = qk_norm ? flint_arena_new(a, float, hd) : NULL;
+            ly->wo = flint_arena_new(a, float, H * (size_t)t->q_dim);
+            ly->mlp_norm = flint_arena_new(a, float, H);
+            ly->w_gate_up = flint_arena_new(a, float, 2 * I * H);
+            ly->w_down = flint_arena_new(a, float, H * I);
+        }
     }
     flint_target_state *s = &t->s;
-    s->k_cache = flint_arena_new(a, float, t->kv_layer_floats * (size_t)c->n_layers);
-    s->v_cache = flint_arena_new(a, float, t->kv_layer_floats * (size_t)c->n_layers);
     s->rope_cos = flint_arena_new(a, float, L * hd / 2);
     s->rope_sin = flint_arena_new(a, float, L * hd / 2);
+    if (!host_forward) return; /* the CUDA forward keeps its KV pool and scratch on the device */
+    s->k_cache = flint_arena_new(a, float, t->kv_layer_floats * (size_t)c->n_layers);
+    s->v_cache = flint_arena_new(a, float, t->kv_layer_floats * (size_t)c->n_layers);
     s->x = flint_arena_new(a, float, R * H);
     s->xn = flint_arena_new(a, float, R * H);
     s->qkv = flint_arena_new(a, float, R * (size_t)t->qkv_dim);
@@ -180,7 +188,16 @@ flint_target *flint_target_open(const char *dir, const flint_target_options *opt
     }
     flint_target *t = flint_xcalloc(1, sizeof *t);
     flint_st *st = NULL;
-    if (flint_target_config_load(dir, &t->cfg, err) || resolve_options(&t->cfg, opts, &t->opts, err)) goto fail;
+    if ((opts->dummy_shape ? flint_target_shape_config(opts->dummy_shape, &t->cfg, err)
+                           : flint_target_config_load(dir, &t->cfg, err)) ||
+        resolve_options(&t->cfg, opts, &t->opts, err))
+        goto fail;
+    if (opts->dummy_shape && opts->device != FLINT_TARGET_CUDA) {
+        flint_err_set(err, FLINT_ERR_INVALID, "target: dummy weights (model shape %s) are made on the device: use "
+                      "device cuda", opts->dummy_shape);
+        goto fail;
+    }
+    if (opts->dummy_shape) dir = opts->dummy_shape; /* for messages */
     const flint_target_config *c = &t->cfg;
     t->n_threads = t->opts.n_threads;
     t->q_dim = c->n_heads * c->head_dim;
@@ -206,12 +223,14 @@ flint_target *flint_target_open(const char *dir, const flint_target_options *opt
     carve(t, &t->arena);
     FLINT_ASSERT(t->arena.used == bytes);
 
-    st = flint_st_open_dir(dir, err);
-    if (!st) goto fail;
-    loader ld = {st, dir};
-    if (load_weights(t, &ld, err)) goto fail;
-    flint_st_close(st);
-    st = NULL;
+    if (!t->opts.dummy_shape) {
+        st = flint_st_open_dir(dir, err);
+        if (!st) goto fail;
+        loader ld = {st, dir};
+        if (load_weights(t, &ld, err)) goto fail;
+        flint_st_close(st);
+        st = NULL;
+    }
     /* The KV pool is not cleared: a position is always written before it is read. */
     flint_ops_rope_table(t->s.rope_cos, t->s.rope_sin, t->opts.max_len, c->head_dim, c->rope_theta);
 #ifdef FLINT_HAVE_CUDA

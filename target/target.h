@@ -40,6 +40,8 @@ typedef struct flint_target_config {
 /* Read and validate DIR/config.json (architecture, sizes, divisibility, rope scaling we do not
  * implement is refused). */
 int flint_target_config_load(const char *dir, flint_target_config *cfg, flint_err *err);
+/* A named synthetic shape (qwen3-8b, qwen3-0.6b) for --load-format dummy. */
+int flint_target_shape_config(const char *name, flint_target_config *cfg, flint_err *err);
 
 typedef struct flint_target_options {
     int kv_block_size;  /* tokens per KV block, a power of two (default 16) */
@@ -49,6 +51,9 @@ typedef struct flint_target_options {
     int max_rows;       /* most rows one forward may carry (default 512); reserved at open */
     int n_threads;      /* 0 = every core */
     int device;         /* FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA: where the forward runs */
+    const char *dummy_shape; /* NULL: load dir. Else a flint_target_shape_config name: random bf16
+                              * weights made on the device (device CUDA only; dir is not read, the
+                              * host holds no weights, so embed/lm_head accessors return NULL) */
 } flint_target_options;
 
 #define FLINT_TARGET_CPU 0
@@ -89,6 +94,8 @@ typedef struct flint_target_batch {
     int n_taps;
     const int32_t *tap_layers;          /* [n_taps] */
     float *taps;                        /* out: [n_rows][n_taps][hidden_size], or NULL */
+    int logits_on_device;               /* CUDA: keep the logits in device memory (logits may be NULL);
+                                         * the step's device-side sampler reads them there */
 } flint_target_batch;
 
 int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err *err);
@@ -98,6 +105,9 @@ int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err
 const float *flint_target_embed_weights(const flint_target *t);
 const float *flint_target_lm_head_weights(const flint_target *t);
 int flint_target_n_threads(const flint_target *t);
+/* Benchmarks: random K/V in the whole device pool, so verify steps can be timed at any context
+ * without prefilling it (CUDA only). */
+int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err);
 /* Device memory held by the CUDA forward (0 on the CPU). */
 size_t flint_target_device_bytes(const flint_target *t);
 /* The options as resolved at open (no zeros left: max_len, kv_blocks, n_threads filled in). */
