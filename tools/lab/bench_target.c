@@ -115,7 +115,8 @@ int main(int argc, char **argv) {
             qsort(times, (size_t)reps, sizeof(double), cmp_d);
             double ms = 1e3 * times[reps / 2];
             double kv_bytes = (double)B * (context + q) * L * 2 * kvd * 2;
-            double bytes = mm_params * 2 + kv_bytes;
+            /* every stored parameter once (the embedding table too, as the floors count it) */
+            double bytes = (mm_params + (c->tie_word_embeddings ? 0 : V * H)) * 2 + kv_bytes;
             double flops = 2 * mm_params * n + L * 4.0 * n * (context + q) * qd;
             double floor_ms = 1e3 * (bytes / 4.3e12 > flops / 790e12 ? bytes / 4.3e12 : flops / 790e12);
             printf("%6d %3d %6d %10.3f %8.2f %9.1f %9.3f %9.2f\n", B, q, n, ms, bytes / (ms * 1e-3) / 1e12,
