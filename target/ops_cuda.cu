@@ -326,6 +326,177 @@ void flint_cuda_gemm(float *y, int ldy, const uint16_t *x, int ldx, const uint16
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* ==== Tensor-core GEMM: y (+)= x W^T with mma.sync m16n8k16 bf16 -> fp32 ====
+ * Operands swapped: W is the MMA's A (16 rows = 16 outputs n, row-major along k, as stored) and
+ * x the MMA's B (8 columns = 8 rows m of x, "col" = contiguous along k, as stored), so D is a
+ * 16 (n) x 8 (m) tile and small M pads only to 8.
+ * k inside an MMA is permuted, the same way for A and B (a dot product does not care which of
+ * its 16 slots a k sits in): for k32 block j, lane (g = lane / 4, t = lane % 4) loads 16 bytes,
+ * elements 32 j + 8 t .. + 7, of W rows n0 + g and n0 + g + 8 and of x row m0 + g; MMA 0 takes
+ * elements 0-3 of each (A regs {Wg.x, Wg8.x, Wg.y, Wg8.y}, B regs {x.x, x.y}), MMA 1 elements 4-7
+ * ({.z, .w}). In the PTX layouts that puts MMA slot 2t+e at k = 32j+8t+e and slot 8+2t+e at
+ * 32j+8t+2+e (e = 0, 1) for A and B alike. Every operand is one 16-byte load straight into
+ * registers: no shared memory, no ldmatrix.
+ * Order (depends on K only): warp kw (0..3) of an n tile takes the k32 blocks j = kw, kw + 4,
+ * kw + 8, ... in increasing order, two MMAs each into one fp32 accumulator per output; the
+ * warps' partials are then added as (p0 + p1) + (p2 + p3). K past the end reads zeros; blocks
+ * j >= ceil(K / 32) do no MMA. MT (m tiles of 8 rows per warp), NT (n tiles per block), U (k
+ * blocks per loop step) and the grid are picked from M for speed; none changes an output's
+ * sequence of operations, and an MMA output element depends only on its own row of A and column
+ * of B, so rows are bit-identical alone or in any batch. */
+#define TC_KW 4      /* warps splitting K, per n tile of 16 */
+#define TC_MAX_MT 8  /* m tiles of 8 rows per warp */
+#define TC_MAX_U 4   /* k32 blocks per loop step (loaded one step ahead) */
+
+static __device__ __forceinline__ void mma_bf16_16816(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                      uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* bf16 elements k..k+7 of a row, packed as in memory (element k in the low half of .x); zeros
+ * past K or for a row outside the matrix (ok = 0; the row pointer is then not touched). vec: the
+ * row and k are 16-byte aligned and K % 8 == 0, so k < K means the whole chunk is inside. */
+static __device__ __forceinline__ uint4 tc_load8(const uint16_t *row, int ok, int k, int K, int vec) {
+    if (!ok || k >= K) return make_uint4(0u, 0u, 0u, 0u);
+    if (vec) return __ldg((const uint4 *)(row + k));
+    uint32_t v[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const uint32_t lo = k + 2 * e < K ? row[k + 2 * e] : 0u, hi = k + 2 * e + 1 < K ? row[k + 2 * e + 1] : 0u;
+        v[e] = lo | hi << 16;
+    }
+    return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+/* red: the K warps' partials, [NT][TC_KW - 1][MT * 4][32] floats (declared per kernel, sized to it). */
+static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ldy, const uint16_t *x, int ldx,
+                                                    const uint16_t *w, int M, int N, int K, int accumulate, int vec,
+                                                    const int MT, const int NT, const int U) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int kw = wid % TC_KW, nt = wid / TC_KW;
+    const int g = lane >> 2, t = lane & 3;
+    const int n0 = (blockIdx.y * NT + nt) * 16, m0 = blockIdx.x * MT * 8;
+    const int nJ = (K + 31) / 32; /* k32 blocks */
+    const int oka = n0 + g < N, okb = n0 + g + 8 < N;
+    const uint16_t *wa = oka ? w + (size_t)(n0 + g) * K : w, *wb = okb ? w + (size_t)(n0 + g + 8) * K : w;
+    const uint16_t *xr[TC_MAX_MT];
+    int okx[TC_MAX_MT];
+    float acc[TC_MAX_MT][4];
+#pragma unroll
+    for (int mt = 0; mt < TC_MAX_MT; mt++) {
+        const int r = m0 + mt * 8 + g;
+        okx[mt] = mt < MT && r < M;
+        xr[mt] = okx[mt] ? x + (size_t)r * ldx : x;
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[mt][i] = 0.0f;
+    }
+
+    uint4 ca[TC_MAX_U], cb[TC_MAX_U]; /* W rows g and g + 8 of the current step */
+#pragma unroll
+    for (int u = 0; u < TC_MAX_U; u++) {
+        if (u >= U) break;
+        const int k = 32 * (kw + TC_KW * u) + 8 * t;
+        ca[u] = tc_load8(wa, oka, k, K, vec);
+        cb[u] = tc_load8(wb, okb, k, K, vec);
+    }
+    for (int j0 = kw; j0 < nJ; j0 += TC_KW * U) {
+        uint4 na[TC_MAX_U], nb[TC_MAX_U]; /* the next step's W, in flight during this step's MMAs */
+#pragma unroll
+        for (int u = 0; u < TC_MAX_U; u++) {
+            if (u >= U) break;
+            const int k = 32 * (j0 + TC_KW * (U + u)) + 8 * t;
+            na[u] = tc_load8(wa, oka, k, K, vec);
+            nb[u] = tc_load8(wb, okb, k, K, vec);
+        }
+#pragma unroll
+        for (int u = 0; u < TC_MAX_U; u++) {
+            if (u >= U) break;
+            const int j = j0 + TC_KW * u;
+            if (j < nJ) { /* warp-uniform */
+                const int k = 32 * j + 8 * t;
+                uint4 xv[TC_MAX_MT];
+#pragma unroll
+                for (int mt = 0; mt < TC_MAX_MT; mt++)
+                    if (mt < MT) xv[mt] = tc_load8(xr[mt], okx[mt], k, K, vec);
+#pragma unroll
+                for (int mt = 0; mt < TC_MAX_MT; mt++) {
+                    if (mt >= MT) break;
+                    mma_bf16_16816(acc[mt], ca[u].x, cb[u].x, ca[u].y, cb[u].y, xv[mt].x, xv[mt].y);
+                    mma_bf16_16816(acc[mt], ca[u].z, cb[u].z, ca[u].w, cb[u].w, xv[mt].z, xv[mt].w);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < TC_MAX_U; u++) {
+            if (u >= U) break;
+            ca[u] = na[u];
+            cb[u] = nb[u];
+        }
+    }
+
+    /* The same lane of the 4 K warps holds the same outputs: (p0 + p1) + (p2 + p3). */
+    if (kw > 0) {
+#pragma unroll
+        for (int mt = 0; mt < TC_MAX_MT; mt++) {
+            if (mt >= MT) break;
+#pragma unroll
+            for (int i = 0; i < 4; i++) red[((nt * (TC_KW - 1) + kw - 1) * MT * 4 + mt * 4 + i) * 32 + lane] = acc[mt][i];
+        }
+    }
+    __syncthreads();
+    if (kw == 0) {
+#pragma unroll
+        for (int mt = 0; mt < TC_MAX_MT; mt++) {
+            if (mt >= MT) break;
+#pragma unroll
+            for (int i = 0; i < 4; i++) { /* D fragment: c0, c1 row (n) g, cols (m) 2t, 2t+1; c2, c3 row g + 8 */
+                const int m = m0 + mt * 8 + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
+                const float *p = red + (nt * (TC_KW - 1) * MT * 4 + mt * 4 + i) * 32 + lane; /* p1, p2, p3 */
+                const float s = __fadd_rn(__fadd_rn(acc[mt][i], p[0]), __fadd_rn(p[MT * 4 * 32], p[2 * MT * 4 * 32]));
+                if (m < M && n < N) {
+                    float *yp = y + (size_t)m * ldy + n;
+                    *yp = accumulate ? __fadd_rn(*yp, s) : s;
+                }
+            }
+        }
+    }
+}
+
+#define GEMM_TC_KERNEL(mt, nt, u)                                                                                \
+    static __global__ void __launch_bounds__(TC_KW * 32 * nt)                                                  \
+        gemm_tc_m##mt##_n##nt##_kernel(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M,  \
+                                       int N, int K, int accumulate, int vec) {                                  \
+        __shared__ float red[nt * (TC_KW - 1) * mt * 4 * 32];                                                    \
+        gemm_tc_body(red, y, ldy, x, ldx, w, M, N, K, accumulate, vec, mt, nt, u);                               \
+    }
+GEMM_TC_KERNEL(1, 1, 4)
+GEMM_TC_KERNEL(2, 1, 4)
+GEMM_TC_KERNEL(4, 1, 4)
+GEMM_TC_KERNEL(8, 1, 2)
+GEMM_TC_KERNEL(8, 4, 1)
+
+void flint_cuda_gemm_tc(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
+                        int accumulate, flint_cuda_stream s) {
+    FLINT_ASSERT(M >= 0 && N > 0 && K > 0 && ldx >= K && ldy >= N);
+    if (M == 0) return;
+    const int vec = K % 8 == 0 && ldx % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0;
+    /* M <= 64: one block per 16 outputs (4 warps), every row in it; more rows: blocks of 64 rows x
+     * 64 outputs (16 warps), the row chunks of one column of blocks adjacent in launch order so
+     * that they share its weights in L2. */
+    const int mt = M <= 8 ? 1 : M <= 16 ? 2 : M <= 32 ? 4 : 8, nt = M <= 64 ? 1 : 4;
+    dim3 grid((unsigned)((M + 8 * mt - 1) / (8 * mt)), (unsigned)((N + 16 * nt - 1) / (16 * nt)));
+    FLINT_ASSERT(grid.y <= 65535);
+    const int th = TC_KW * 32 * nt;
+    if (nt == 4) gemm_tc_m8_n4_kernel<<<grid, th, 0, s>>>(y, ldy, x, ldx, w, M, N, K, accumulate, vec);
+    else if (mt == 8) gemm_tc_m8_n1_kernel<<<grid, th, 0, s>>>(y, ldy, x, ldx, w, M, N, K, accumulate, vec);
+    else if (mt == 4) gemm_tc_m4_n1_kernel<<<grid, th, 0, s>>>(y, ldy, x, ldx, w, M, N, K, accumulate, vec);
+    else if (mt == 2) gemm_tc_m2_n1_kernel<<<grid, th, 0, s>>>(y, ldy, x, ldx, w, M, N, K, accumulate, vec);
+    else gemm_tc_m1_n1_kernel<<<grid, th, 0, s>>>(y, ldy, x, ldx, w, M, N, K, accumulate, vec);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 /* ==== Attention over the paged KV cache ====
  * Pass 1, one block per (chunk c, KV head, row): the G = n_heads / n_kv_heads query heads of the
  * KV head share each K/V read. Thread t scores position t of the chunk (a dot in dimension order

@@ -96,6 +96,16 @@ void flint_cuda_add(float *y, const float *x, size_t n, flint_cuda_stream s);
 void flint_cuda_gemm(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
                      int accumulate, flint_cuda_stream s);
 
+/* The same product on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), same
+ * arguments and preconditions (any K; K % 8 == 0 with 16-byte aligned x, w and ldx % 8 == 0 takes
+ * the vector loads). Also batch-invariant, with its own order, fixed by K alone: the k32 blocks
+ * j = w, w + 4, ... go to warp w of 4, in increasing order, two MMAs of 16 k each (k permuted
+ * inside an MMA, ops_cuda.cu says how) into one fp32 accumulator; the 4 warps are added as
+ * (w0 + w1) + (w2 + w3). Its results differ from flint_cuda_gemm's in the last bits (another
+ * order, and the tensor cores' own rounding inside each MMA). */
+void flint_cuda_gemm_tc(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
+                        int accumulate, flint_cuda_stream s);
+
 /* ==== Attention over the paged KV cache ====
  * Row r (query head h, KV head h / (n_heads / n_kv_heads)) sees:
  * - causal mode (blk_rows = 0: target prefill, decode and verify): cache positions 0..pos[r] of

@@ -12,12 +12,15 @@
  *   2^-8 |ref|, and the fp32 values of the two sides, a few fp32 ulps apart, may round to
  *   neighbouring bf16 values); fp32 q/k norm + RoPE 1e-5 (1 + |ref|); GEMM the fp32 summation
  *   bound (K/8 + K/32 + 16) 2^-24 sum|x w| + 2^-23 |ref| (the CPU's and the GPU's orders each
- *   chain at most that many roundings).
+ *   chain at most that many roundings); the tensor-core GEMM (gemm-tc) a looser one for its
+ *   truncating MMAs (test_gemm_k says how), and "ints" cases with small-integer inputs whose sums
+ *   are exact on both sides, so any index slip fails at limit 0.
  * - Guards: every device buffer has 256 bytes of 0xFF before and after it, and strided outputs
  *   have gap columns; all must still be 0xFF afterwards. 0xFF.. is NaN as fp32 and as bf16, so
  *   an output element a kernel forgot to write shows up as non-finite.
  * - Batch invariance: GEMM rows of M = 64, 9, 8, 5, 3, 2 launches bit-equal M = 1 launches (each
- *   tile height of the kernel), at small and qwen3-8b shapes; attention rows (causal) and blocks
+ *   tile height of the kernel), at small and qwen3-8b shapes; the same for the tensor-core GEMM
+ *   with M = 130, 64, 33, 17, 9, 8, 5, 3, 2 (each of its launch shapes); attention rows (causal) and blocks
  *   (drafter mode) bit-equal the same row or block launched alone with a smaller grid.
  * Usage: test_cuda_ops [--seed N] [--no-lab] [--quick]; FLINT_SEED=N also fixes the seed. --quick
  * leaves out the large shapes and the guard bytes, for runs under compute-sanitizer: every buffer
@@ -400,13 +403,38 @@ static void test_add(size_t n) {
 
 /* ==== GEMM ==== */
 
-static void test_gemm(int M, int N, int K, int ldx, int ldy, int accumulate) {
+/* The two GEMMs under test: flint_cuda_gemm (CUDA cores) and flint_cuda_gemm_tc (tensor cores). */
+typedef void (*gemm_fn)(float *, int, const uint16_t *, int, const uint16_t *, int, int, int, int,
+                        flint_cuda_stream);
+static const gemm_fn gemm_fns[2] = {flint_cuda_gemm, flint_cuda_gemm_tc};
+static const char *const gemm_names[2] = {"gemm", "gemm-tc"};
+
+/* Small integers as bf16, fp32 copies in f: every product and partial sum is an integer below
+ * 2^24, so both sides are exact whatever their order or rounding (limit 0: any index slip shows). */
+static void rand_int_bf16(uint16_t *h, float *f, size_t n, int lim) {
+    for (size_t i = 0; i < n; i++) {
+        h[i] = flint_bf16_from_f32((float)(irand(2 * lim + 1) - lim));
+        f[i] = flint_bf16_to_f32(h[i]);
+    }
+}
+
+/* tc = 1: the tensor-core GEMM. Its limit adds to the CPU's chain (K/8 + 16 roundings) the
+ * tensor cores': per output K/64 MMAs in a chain, each modelled as aligning its 16 exact
+ * products and the accumulator to the largest with truncation and normalising with truncation
+ * (at most 18 ulps of 2^-23 times the sum of magnitudes), + 3 adds: (K/8 + 16 + 9K/16 + 6) 2^-24
+ * sum|x w|. exact = 1: integer inputs in [-4, 4], limit 0 (K <= 2^20 / 16 keeps sums exact). */
+static void test_gemm_k(int tc, int exact, int M, int N, int K, int ldx, int ldy, int accumulate) {
     uint16_t *xh = xmalloc(sizeof(uint16_t) * M * ldx), *wh = xmalloc(sizeof(uint16_t) * N * K);
     float *xf = xmalloc(sizeof(float) * M * ldx), *wf = xmalloc(sizeof(float) * N * K);
     float *y0 = xmalloc(sizeof(float) * M * ldy), *ref = xmalloc(sizeof(float) * M * ldy);
     float *bound = xmalloc(sizeof(float) * M * N), *got = xmalloc(sizeof(float) * M * ldy);
-    rand_bf16(xh, xf, (size_t)M * ldx, -1, 1);
-    rand_bf16(wh, wf, (size_t)N * K, -1, 1);
+    if (exact) {
+        rand_int_bf16(xh, xf, (size_t)M * ldx, 4);
+        rand_int_bf16(wh, wf, (size_t)N * K, 4);
+    } else {
+        rand_bf16(xh, xf, (size_t)M * ldx, -1, 1);
+        rand_bf16(wh, wf, (size_t)N * K, -1, 1);
+    }
     memset(y0, 0xFF, sizeof(float) * M * ldy); /* NaN: gaps, and the outputs when storing */
     if (accumulate)
         for (int m = 0; m < M; m++) rand_f32(y0 + (size_t)m * ldy, N, -4, 4);
@@ -417,25 +445,32 @@ static void test_gemm(int M, int N, int K, int ldx, int ldy, int accumulate) {
     flint_ops_matmul(bound, N, xf, ldx, wf, M, K, N, 0, n_cpu); /* sum |x w| per output */
     dbuf dx = dnew_up(xh, sizeof(uint16_t) * M * ldx), dw = dnew_up(wh, sizeof(uint16_t) * N * K);
     dbuf dy = dnew_up(y0, sizeof(float) * M * ldy);
-    flint_cuda_gemm(dy.p, ldy, dx.p, ldx, dw.p, M, N, K, accumulate, NULL);
+    gemm_fns[tc](dy.p, ldy, dx.p, ldx, dw.p, M, N, K, accumulate, NULL);
     down(got, &dy);
-    const double g = (K / 8.0 + K / 32.0 + 16.0) * ldexp(1.0, -24);
+    const double g = (tc ? K / 8.0 + 16.0 + 9.0 * K / 16.0 + 6.0 : K / 8.0 + K / 32.0 + 16.0) * ldexp(1.0, -24);
     cmp c = {0};
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
             double r = ref[(size_t)m * ldy + n];
-            cmp_add(&c, got[(size_t)m * ldy + n], r, 1e-6 + g * bound[(size_t)m * N + n] + ldexp(fabs(r), -23));
+            double lim = exact ? 0.0 : 1e-6 + g * bound[(size_t)m * N + n] + ldexp(fabs(r), -23);
+            cmp_add(&c, got[(size_t)m * ldy + n], r, lim);
         }
     char cas[96];
-    snprintf(cas, sizeof cas, "M=%d N=%d K=%d ldx=%d ldy=%d%s", M, N, K, ldx, ldy, accumulate ? " accumulate" : "");
-    row("gemm", cas, &c, guards_ok(&dy) && gaps_ok(got, M, N, ldy, 4));
+    snprintf(cas, sizeof cas, "M=%d N=%d K=%d ldx=%d ldy=%d%s%s", M, N, K, ldx, ldy, accumulate ? " accumulate" : "",
+             exact ? " ints" : "");
+    row(gemm_names[tc], cas, &c, guards_ok(&dy) && gaps_ok(got, M, N, ldy, 4));
     dfree(&dx), dfree(&dw), dfree(&dy);
     free(xh), free(wh), free(xf), free(wf), free(y0), free(ref), free(bound), free(got);
 }
 
-/* Rows of launches with M = 64, 9, 8, 5, 3, 2 against the same rows launched alone (M = 1). */
-static void test_gemm_invariance(int N, int K) {
-    const int MB = 64, ms[] = {64, 9, 8, 5, 3, 2};
+static void test_gemm(int M, int N, int K, int ldx, int ldy, int accumulate) {
+    test_gemm_k(0, 0, M, N, K, ldx, ldy, accumulate);
+}
+
+/* Rows of launches of M = ms[0..n_ms) (the largest first) against the same rows launched alone
+ * (M = 1). */
+static void test_gemm_invariance_k(int tc, int N, int K, const int *ms, int n_ms) {
+    const int MB = ms[0];
     uint16_t *xh = xmalloc(sizeof(uint16_t) * MB * K), *wh = xmalloc(sizeof(uint16_t) * N * K);
     float *one = xmalloc(sizeof(float) * MB * N), *many = xmalloc(sizeof(float) * MB * N);
     rand_bf16(xh, NULL, (size_t)MB * K, -1, 1);
@@ -444,12 +479,13 @@ static void test_gemm_invariance(int N, int K) {
     dbuf d1 = dnew(sizeof(float) * MB * N), dm = dnew(sizeof(float) * MB * N);
     const uint16_t *x = dx.p;
     float *y1 = d1.p;
-    for (int r = 0; r < MB; r++) flint_cuda_gemm(y1 + (size_t)r * N, N, x + (size_t)r * K, K, dw.p, 1, N, K, 0, NULL);
+    for (int r = 0; r < MB; r++) gemm_fns[tc](y1 + (size_t)r * N, N, x + (size_t)r * K, K, dw.p, 1, N, K, 0, NULL);
     down(one, &d1);
     size_t bad = 0, nf = 0, total = 0;
     for (size_t i = 0; i < (size_t)MB * N; i++) nf += !isfinite(one[i]);
-    for (size_t t = 0; t < sizeof ms / sizeof ms[0]; t++) {
-        flint_cuda_gemm(dm.p, N, dx.p, K, dw.p, ms[t], N, K, 0, NULL);
+    for (int t = 0; t < n_ms; t++) {
+        CK(cudaMemset(dm.p, 0xFF, sizeof(float) * MB * N)); /* no stale rows from the last launch */
+        gemm_fns[tc](dm.p, N, dx.p, K, dw.p, ms[t], N, K, 0, NULL);
         down(many, &dm);
         for (size_t i = 0; i < (size_t)ms[t] * N; i++) {
             total++;
@@ -457,11 +493,27 @@ static void test_gemm_invariance(int N, int K) {
             bad += memcmp(&many[i], &one[i], sizeof(float)) != 0;
         }
     }
-    char cas[96];
-    snprintf(cas, sizeof cas, "N=%d K=%d: rows of M=64,9,8,5,3,2 == M=1", N, K);
-    bits_row("gemm-batch", cas, bad, total, nf, guards_ok(&d1) && guards_ok(&dm));
+    char cas[96], list[64] = "";
+    for (int t = 0; t < n_ms; t++) {
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s%d", t ? "," : "", ms[t]);
+    }
+    snprintf(cas, sizeof cas, "N=%d K=%d: rows of M=%s == M=1", N, K, list);
+    bits_row(tc ? "gemm-tc-batch" : "gemm-batch", cas, bad, total, nf, guards_ok(&d1) && guards_ok(&dm));
     dfree(&dx), dfree(&dw), dfree(&d1), dfree(&dm);
     free(xh), free(wh), free(one), free(many);
+}
+
+static void test_gemm_invariance(int N, int K) {
+    const int ms[] = {64, 9, 8, 5, 3, 2};
+    test_gemm_invariance_k(0, N, K, ms, 6);
+}
+
+/* The tensor-core GEMM's launch shapes: 64-row x 64-output blocks (M > 64; rows 64.. in later
+ * row chunks), one block per 16 outputs with 8, 4, 2 or 1 m tiles (M <= 64). */
+static void test_gemm_tc_invariance(int N, int K) {
+    const int ms[] = {130, 64, 33, 17, 9, 8, 5, 3, 2};
+    test_gemm_invariance_k(1, N, K, ms, 9);
 }
 
 /* ==== Attention ==== */
@@ -719,10 +771,10 @@ static void test_attention_block(int n_heads, int n_kv, int hd, int bs, int B, i
  * its weights from HBM. Bytes = weights + x + y; the floor is bytes / 4.3 TB/s (the copy rate
  * measured on this H200, research/perf.md). */
 static void lab_gemm(void) {
-    const int shapes[][2] = {{4096, 4096}, {12288, 4096}}, ms[] = {1, 8, 64, 512};
+    const int shapes[][2] = {{4096, 4096}, {12288, 4096}}, ms[] = {1, 8, 16, 32, 64, 512};
     const int reps = 20;
     printf("\ngemm lab: y[M,N] = x[M,K] W[N,K]^T, bf16 in, fp32 out; weights rotate over copies > L2\n");
-    printf("%6s %6s %6s %11s %8s %9s %9s\n", "M", "N", "K", "us/launch", "TB/s", "TFLOP/s", "x floor");
+    printf("%-8s %6s %6s %6s %11s %8s %9s %9s\n", "kernel", "M", "N", "K", "us/launch", "TB/s", "TFLOP/s", "x floor");
     for (int s = 0; s < 2; s++) {
         const int N = shapes[s][0], K = shapes[s][1];
         const size_t wbytes = (size_t)N * K * 2;
@@ -739,16 +791,16 @@ static void lab_gemm(void) {
         CK(cudaMalloc((void **)&y, sizeof(float) * 512 * N));
         for (int c = 0; c < copies; c++) CK(cudaMemcpy(w + c * wbytes, wh, wbytes, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(x, xh, sizeof(uint16_t) * 512 * K, cudaMemcpyHostToDevice));
-        for (size_t t = 0; t < sizeof ms / sizeof ms[0]; t++) {
-            const int M = ms[t];
+        for (size_t t = 0; t < 2 * sizeof ms / sizeof ms[0]; t++) {
+            const int M = ms[t / 2], tc = (int)(t % 2);
             cudaEvent_t e0, e1;
             CK(cudaEventCreate(&e0));
             CK(cudaEventCreate(&e1));
             for (int i = 0; i < 3; i++)
-                flint_cuda_gemm(y, N, x, K, (const uint16_t *)(w + (i % copies) * wbytes), M, N, K, 0, NULL);
+                gemm_fns[tc](y, N, x, K, (const uint16_t *)(w + (i % copies) * wbytes), M, N, K, 0, NULL);
             CK(cudaEventRecord(e0, NULL));
             for (int i = 0; i < reps; i++)
-                flint_cuda_gemm(y, N, x, K, (const uint16_t *)(w + (i % copies) * wbytes), M, N, K, 0, NULL);
+                gemm_fns[tc](y, N, x, K, (const uint16_t *)(w + (i % copies) * wbytes), M, N, K, 0, NULL);
             CK(cudaEventRecord(e1, NULL));
             CK(cudaEventSynchronize(e1));
             float ms_total = 0;
@@ -756,7 +808,8 @@ static void lab_gemm(void) {
             double us = 1000.0 * ms_total / reps;
             double bytes = (double)wbytes + (double)M * K * 2 + (double)M * N * 4;
             double flops = 2.0 * M * N * K;
-            printf("%6d %6d %6d %11.1f %8.2f %9.1f %9.2f\n", M, N, K, us, bytes / us * 1e-6, flops / us * 1e-6,
+            printf("%-8s %6d %6d %6d %11.1f %8.2f %9.1f %9.2f\n", gemm_names[tc], M, N, K, us, bytes / us * 1e-6,
+                   flops / us * 1e-6,
                    us / (bytes / 4.3e6));
             CK(cudaEventDestroy(e0));
             CK(cudaEventDestroy(e1));
@@ -915,6 +968,36 @@ int main(int argc, char **argv) {
     if (!quick) {
         test_gemm_invariance(4096, 4096);
         test_gemm_invariance(12288, 4096);
+    }
+
+    /* tensor cores: M in {1, 3, 8, 13, 64, 130, 512} (each launch shape), N not a multiple of 16
+     * or 64, K % 32 != 0, K % 16 != 0 (vector loads), K % 8 != 0 (element loads), K < 32,
+     * accumulate, padded ldx / ldy; "ints" rows are exact (limit 0) */
+    test_gemm_k(1, 0, 1, 64, 64, 64, 64, 0);
+    test_gemm_k(1, 0, 3, 100, 72, 72, 101, 0);
+    test_gemm_k(1, 0, 8, 256, 1024, 1024, 256, 1);
+    test_gemm_k(1, 0, 13, 77, 172, 172, 77, 0);
+    test_gemm_k(1, 0, 5, 33, 24, 24, 40, 1);
+    test_gemm_k(1, 0, 5, 33, 20, 24, 40, 0);
+    test_gemm_k(1, 0, 33, 50, 264, 264, 51, 1);
+    test_gemm_k(1, 0, 130, 96, 520, 528, 99, 1);
+    test_gemm_k(1, 0, 200, 70, 136, 136, 70, 0);
+    if (!quick) test_gemm_k(1, 0, 64, 1024, 4096, 4096, 1024, 0);
+    test_gemm_k(1, 0, 512, 160, 768, 768, 160, 0);
+    if (!quick) test_gemm_k(1, 0, 512, 1000, 4096, 4096, 1000, 1);
+    if (!quick) test_gemm_k(1, 0, 1, 4096, 12288, 12288, 4096, 1);
+    test_gemm_k(1, 1, 1, 100, 1000, 1000, 100, 0);
+    test_gemm_k(1, 1, 13, 77, 172, 176, 79, 1);
+    test_gemm_k(1, 1, 64, 200, 4096, 4096, 200, 0);
+    test_gemm_k(1, 1, 130, 96, 520, 528, 99, 1);
+    if (!quick) test_gemm_k(1, 1, 512, 520, 4096, 4096, 520, 0);
+    test_gemm_k(0, 1, 13, 77, 172, 176, 79, 1); /* the CUDA-core GEMM on the same exact case */
+
+    test_gemm_tc_invariance(96, 520);
+    test_gemm_tc_invariance(200, 172);
+    if (!quick) {
+        test_gemm_tc_invariance(4096, 4096);
+        test_gemm_tc_invariance(12288, 4096);
     }
 
     {   /* prefill chunk from 0, verify blocks across chunk edges (127..134, 250..257), a long decode row */
