@@ -66,7 +66,7 @@ static int validate(const flint_target *t, const flint_target_batch *b, flint_er
 /* Row r's K/V slot in layer l's pool. */
 static inline size_t kv_slot(const flint_target *t, int l, int32_t block, int off, int kv_head) {
     return (size_t)l * t->kv_layer_floats +
-           (((size_t)block * t->opts.kv_block_size + off) * t->cfg.n_kv_heads + kv_head) * t->cfg.head_dim;
+           (((size_t)block * t->opts.kv_block_size + off) * t->nkv + kv_head) * t->cfg.head_dim;
 }
 
 /* q/k norm (Qwen3), RoPE, then K/V into the cache, for every row of layer l. */
@@ -79,12 +79,12 @@ static void qk_prep_and_store(flint_target *t, int l, const flint_target_batch *
         float *q = t->s.qkv + (size_t)r * t->qkv_dim, *k = q + t->q_dim, *v = k + t->kv_dim;
         int p = b->pos[r];
         const float *cs = t->s.rope_cos + (size_t)p * half, *sn = t->s.rope_sin + (size_t)p * half;
-        for (int h = 0; h < c->n_heads; h++) {
+        for (int h = 0; h < t->nh; h++) {
             if (ly->q_norm) flint_ops_rmsnorm(q + h * hd, q + h * hd, ly->q_norm, hd, c->rms_norm_eps);
             flint_ops_rope(q + h * hd, hd, cs, sn);
         }
         int32_t blk = b->block_tables[b->row_seq[r]][p / bs];
-        for (int h = 0; h < c->n_kv_heads; h++) {
+        for (int h = 0; h < t->nkv; h++) {
             if (ly->k_norm) flint_ops_rmsnorm(k + h * hd, k + h * hd, ly->k_norm, hd, c->rms_norm_eps);
             flint_ops_rope(k + h * hd, hd, cs, sn);
             size_t slot = kv_slot(t, l, blk, p % bs, h);
@@ -98,12 +98,12 @@ static void qk_prep_and_store(flint_target *t, int l, const flint_target_batch *
  * the cache. Softmax sums and the weighted V sum run over positions in increasing order. */
 static void attention(flint_target *t, int l, const flint_target_batch *b) {
     const flint_target_config *c = &t->cfg;
-    int hd = c->head_dim, bs = t->opts.kv_block_size, group = c->n_heads / c->n_kv_heads;
+    int hd = c->head_dim, bs = t->opts.kv_block_size, group = t->nh / t->nkv;
     float scale = (float)(1.0 / sqrt((double)hd));
-    int n_items = b->n_rows * c->n_heads;
+    int n_items = b->n_rows * t->nh;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(t->n_threads) if (n_items >= 4)
     for (int item = 0; item < n_items; item++) {
-        int r = item / c->n_heads, h = item % c->n_heads, kvh = h / group;
+        int r = item / t->nh, h = item % t->nh, kvh = h / group;
         int p = b->pos[r];
         const int32_t *bt = b->block_tables[b->row_seq[r]];
         const float *q = t->s.qkv + (size_t)r * t->qkv_dim + (size_t)h * hd;
@@ -138,6 +138,26 @@ static void rmsnorm_rows(flint_target *t, float *y, const float *x, const float 
         flint_ops_rmsnorm(y + (size_t)r * H, x + (size_t)r * H, w, H, t->cfg.rms_norm_eps);
 }
 
+/* x += w . in for a projection whose input features are split over the ranks (o_proj over
+ * heads, down_proj over the intermediate rows): each rank adds its partial product, summed over
+ * ranks in rank order by the all-reduce. Without tensor parallelism the product goes straight
+ * into x, and with one rank the partial-then-add path gives the same bits (matmul accumulates
+ * the finished dot product into y in both cases). */
+static int row_parallel(flint_target *t, const float *w, const float *in, int n_in, int R, flint_err *err) {
+    int H = t->cfg.hidden_size;
+    const flint_tp_comm *tp = t->opts.tp;
+    if (!tp) {
+        flint_ops_matmul(t->s.x, H, in, n_in, w, R, n_in, H, 1, t->n_threads);
+        return 0;
+    }
+    flint_ops_matmul(t->s.part, H, in, n_in, w, R, n_in, H, 0, t->n_threads);
+    if (tp->all_reduce(tp->ctx, t->s.part, (size_t)R * H))
+        return flint_err_set(err, FLINT_ERR_IO, "target forward: rank %d: an all-reduce failed", tp->rank);
+    size_t n = (size_t)R * H;
+    for (size_t i = 0; i < n; i++) t->s.x[i] += t->s.part[i];
+    return 0;
+}
+
 int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err *err) {
     if (validate(t, b, err)) return -1;
 #ifdef FLINT_HAVE_CUDA
@@ -145,7 +165,8 @@ int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err
 #endif
     const flint_target_config *c = &t->cfg;
     flint_target_state *s = &t->s;
-    int R = b->n_rows, H = c->hidden_size, I = c->intermediate_size, nt = t->n_threads;
+    int R = b->n_rows, H = c->hidden_size, I = t->ni, nt = t->n_threads;
+    const flint_tp_comm *tp = t->opts.tp;
 
     for (int r = 0; r < R; r++)
         memcpy(s->x + (size_t)r * H, t->w.embed + (size_t)b->tokens[r] * H, sizeof(float) * H);
@@ -156,14 +177,14 @@ int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err
         flint_ops_matmul(s->qkv, t->qkv_dim, s->xn, H, ly->wqkv, R, H, t->qkv_dim, 0, nt);
         qk_prep_and_store(t, l, b);
         attention(t, l, b);
-        flint_ops_matmul(s->x, H, s->att, t->q_dim, ly->wo, R, t->q_dim, H, 1, nt);
+        if (row_parallel(t, ly->wo, s->att, t->q_dim, R, err)) return -1;
 
         rmsnorm_rows(t, s->xn, s->x, ly->mlp_norm, R);
         flint_ops_matmul(s->gu, 2 * I, s->xn, H, ly->w_gate_up, R, H, 2 * I, 0, nt);
 #pragma omp parallel for schedule(static) num_threads(nt) if (R >= 8)
         for (int r = 0; r < R; r++)
             flint_ops_swiglu(s->act + (size_t)r * I, s->gu + (size_t)r * 2 * I, s->gu + (size_t)r * 2 * I + I, I);
-        flint_ops_matmul(s->x, H, s->act, I, ly->w_down, R, I, H, 1, nt);
+        if (row_parallel(t, ly->w_down, s->act, I, R, err)) return -1;
 
         for (int k = 0; k < b->n_taps; k++) {
             if (b->tap_layers[k] != l) continue;
@@ -176,8 +197,15 @@ int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err
         for (int i = 0; i < b->n_logit_rows; i++)
             flint_ops_rmsnorm(s->xn + (size_t)i * H, s->x + (size_t)b->logit_rows[i] * H, t->w.final_norm, H,
                               c->rms_norm_eps);
-        flint_ops_matmul(b->logits, c->vocab_size, s->xn, H, t->w.lm_head, b->n_logit_rows, H, c->vocab_size, 0,
-                         nt);
+        if (!tp) {
+            flint_ops_matmul(b->logits, c->vocab_size, s->xn, H, t->w.lm_head, b->n_logit_rows, H, c->vocab_size, 0,
+                             nt);
+        } else {
+            flint_ops_matmul(s->lpart, t->nv, s->xn, H, t->w.lm_head, b->n_logit_rows, H, t->nv, 0, nt);
+            if (tp->all_gather(tp->ctx, s->lpart, b->logits, b->n_logit_rows, t->nv))
+                return flint_err_set(err, FLINT_ERR_IO, "target forward: rank %d: the logits all-gather failed",
+                                     tp->rank);
+        }
     }
     return 0;
 }

@@ -88,7 +88,7 @@ static int resolve_options(const flint_target_config *c, const flint_target_opti
 static void carve(flint_target *t, flint_arena *a) {
     const flint_target_config *c = &t->cfg;
     const flint_target_options *o = &t->opts;
-    size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)c->intermediate_size;
+    size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)t->ni;
     size_t hd = (size_t)c->head_dim, R = (size_t)o->max_rows, L = (size_t)o->max_len;
     int qk_norm = c->arch == FLINT_ARCH_QWEN3;
 
@@ -97,7 +97,10 @@ static void carve(flint_target *t, flint_arena *a) {
     if (host_weights) {
         t->w.embed = flint_arena_new(a, float, V * H);
         t->w.final_norm = flint_arena_new(a, float, H);
-        t->w.lm_head = c->tie_word_embeddings ? t->w.embed : flint_arena_new(a, float, V * H);
+        /* every rank embeds every token; the LM head holds this rank's vocabulary rows (a view of
+         * the embedding when tied) */
+        if (c->tie_word_embeddings) t->w.lm_head = t->w.embed ? t->w.embed + (size_t)t->v0 * H : NULL;
+        else t->w.lm_head = flint_arena_new(a, float, (size_t)t->nv * H);
         for (int l = 0; l < c->n_layers; l++) {
             flint_target_layer tmp, *ly = a->base ? &t->w.layers[l] : &tmp;
             ly->attn_norm = flint_arena_new(a, float, H);
@@ -123,6 +126,40 @@ static void carve(flint_target *t, flint_arena *a) {
     s->gu = flint_arena_new(a, float, R * 2 * I);
     s->act = flint_arena_new(a, float, R * I);
     s->scores = flint_arena_new(a, float, (size_t)t->n_threads * L);
+    if (o->tp) {
+        s->part = flint_arena_new(a, float, R * H);
+        s->lpart = flint_arena_new(a, float, R * (size_t)t->nv);
+    }
+}
+
+/* This rank's share of heads, intermediate rows and vocabulary (everything without tensor
+ * parallelism), or a message saying which size does not split. */
+static int shares(flint_target *t, flint_err *err) {
+    const flint_target_config *c = &t->cfg;
+    const flint_tp_comm *tp = t->opts.tp;
+    int n = 1, r = 0;
+    if (tp) {
+        n = tp->n_ranks, r = tp->rank;
+        if (n < 1 || r < 0 || r >= n || !tp->all_reduce || !tp->all_gather)
+            return flint_err_set(err, FLINT_ERR_INVALID, "tensor parallel: rank %d of %d, or a missing collective", r, n);
+        if (t->opts.device != FLINT_TARGET_CPU || t->opts.dummy_shape)
+            return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tensor parallel: only the CPU forward shards a model in "
+                                 "this version");
+        const char *bad = c->n_heads % n ? "num_attention_heads"
+                          : (c->n_kv_heads % n && n % c->n_kv_heads) ? "num_key_value_heads (nor a divisor of it)"
+                          : c->intermediate_size % n ? "intermediate_size"
+                          : c->vocab_size % n ? "vocab_size" : NULL;
+        if (bad)
+            return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tensor parallel size %d does not divide %s (heads %d/%d, "
+                                 "intermediate %d, vocab %d)", n, bad, c->n_heads, c->n_kv_heads, c->intermediate_size,
+                                 c->vocab_size);
+    }
+    t->nh = c->n_heads / n, t->h0 = r * t->nh;
+    if (c->n_kv_heads >= n) t->nkv = c->n_kv_heads / n, t->kv0 = r * t->nkv;
+    else t->nkv = 1, t->kv0 = r * c->n_kv_heads / n; /* replicated: the KV head of this rank's query heads */
+    t->ni = c->intermediate_size / n, t->i0 = r * t->ni;
+    t->nv = c->vocab_size / n, t->v0 = r * t->nv;
+    return 0;
 }
 
 typedef struct loader {
@@ -144,16 +181,45 @@ static int load(const loader *ld, const char *name, int64_t rows, int64_t cols, 
     return flint_tensor_to_f32(ti, dst, (size_t)ti->numel, err);
 }
 
+/* Rows [r0, r0 + nr) x columns [c0, c0 + nc) of the [rows][cols] tensor `name` into dst
+ * [nr][nc]: a rank's shard. The whole tensor's shape is checked first. */
+static int load_slice(const loader *ld, const char *name, int64_t rows, int64_t cols, int64_t r0, int64_t nr,
+                      int64_t c0, int64_t nc, float *dst, flint_err *err) {
+    if (r0 == 0 && nr == rows && c0 == 0 && nc == cols) return load(ld, name, rows, cols, dst, err);
+    const flint_tensor_info *ti = flint_st_find(ld->st, name);
+    if (!ti)
+        return flint_err_set(err, FLINT_ERR_FORMAT, "%s: tensor '%s' is missing from the safetensors files", ld->dir,
+                             name);
+    if (ti->dtype != FLINT_DT_F32 && ti->dtype != FLINT_DT_F16 && ti->dtype != FLINT_DT_BF16)
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are "
+                             "supported", ti->file, name, flint_dtype_name(ti->dtype));
+    int64_t shape[2] = {rows, cols};
+    if (!flint_st_expect(ld->st, name, 2, shape, err)) return -1;
+    size_t es = ti->dtype == FLINT_DT_F32 ? 4 : 2;
+    for (int64_t i = 0; i < nr; i++) {
+        flint_tensor_info part = *ti;
+        part.data = (const char *)ti->data + ((size_t)(r0 + i) * (size_t)cols + (size_t)c0) * es;
+        part.numel = nc;
+        part.nbytes = (size_t)nc * es;
+        part.ndim = 1;
+        part.shape[0] = nc;
+        if (flint_tensor_to_f32(&part, dst + (size_t)i * (size_t)nc, (size_t)nc, err)) return -1;
+    }
+    return 0;
+}
+
 static int load_weights(flint_target *t, const loader *ld, flint_err *err) {
     const flint_target_config *c = &t->cfg;
-    int64_t H = c->hidden_size, V = c->vocab_size, I = c->intermediate_size, hd = c->head_dim;
+    int64_t H = c->hidden_size, V = c->vocab_size, I = t->ni, hd = c->head_dim;
     int64_t qd = t->q_dim, kvd = t->kv_dim;
     char n[256];
     if (load(ld, "model.embed_tokens.weight", V, H, (float *)t->w.embed, err) ||
         load(ld, "model.norm.weight", H, 0, (float *)t->w.final_norm, err))
         return -1;
     /* tied: HF ignores a stored lm_head.weight too */
-    if (!c->tie_word_embeddings && load(ld, "lm_head.weight", V, H, (float *)t->w.lm_head, err)) return -1;
+    if (!c->tie_word_embeddings && load_slice(ld, "lm_head.weight", V, H, t->v0, t->nv, 0, H, (float *)t->w.lm_head, err))
+        return -1;
+    int64_t qg = (int64_t)c->n_heads * hd, kvg = (int64_t)c->n_kv_heads * hd, Ig = c->intermediate_size;
     for (int l = 0; l < c->n_layers; l++) {
         flint_target_layer *ly = &t->w.layers[l];
         float *qkv = (float *)ly->wqkv, *gu = (float *)ly->w_gate_up;
@@ -162,20 +228,27 @@ static int load_weights(flint_target *t, const loader *ld, flint_err *err) {
         snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);                                         \
         if (load(ld, n, rows, cols, dst, err)) return -1;                                               \
     } while (0)
+#define SLICE(suffix, rows, cols, r0, nr, c0, nc, dst)                                                  \
+    do {                                                                                                \
+        snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);                                         \
+        if (load_slice(ld, n, rows, cols, r0, nr, c0, nc, dst, err)) return -1;                         \
+    } while (0)
+        /* column-parallel: this rank's output rows; row-parallel: its input columns */
         LOAD("input_layernorm.weight", H, 0, (float *)ly->attn_norm);
-        LOAD("self_attn.q_proj.weight", qd, H, qkv);
-        LOAD("self_attn.k_proj.weight", kvd, H, qkv + qd * H);
-        LOAD("self_attn.v_proj.weight", kvd, H, qkv + (qd + kvd) * H);
+        SLICE("self_attn.q_proj.weight", qg, H, (int64_t)t->h0 * hd, qd, 0, H, qkv);
+        SLICE("self_attn.k_proj.weight", kvg, H, (int64_t)t->kv0 * hd, kvd, 0, H, qkv + qd * H);
+        SLICE("self_attn.v_proj.weight", kvg, H, (int64_t)t->kv0 * hd, kvd, 0, H, qkv + (qd + kvd) * H);
         if (ly->q_norm) {
             LOAD("self_attn.q_norm.weight", hd, 0, (float *)ly->q_norm);
             LOAD("self_attn.k_norm.weight", hd, 0, (float *)ly->k_norm);
         }
-        LOAD("self_attn.o_proj.weight", H, qd, (float *)ly->wo);
+        SLICE("self_attn.o_proj.weight", H, qg, 0, H, (int64_t)t->h0 * hd, qd, (float *)ly->wo);
         LOAD("post_attention_layernorm.weight", H, 0, (float *)ly->mlp_norm);
-        LOAD("mlp.gate_proj.weight", I, H, gu);
-        LOAD("mlp.up_proj.weight", I, H, gu + I * H);
-        LOAD("mlp.down_proj.weight", H, I, (float *)ly->w_down);
+        SLICE("mlp.gate_proj.weight", Ig, H, t->i0, I, 0, H, gu);
+        SLICE("mlp.up_proj.weight", Ig, H, t->i0, I, 0, H, gu + I * H);
+        SLICE("mlp.down_proj.weight", H, Ig, 0, H, t->i0, I, (float *)ly->w_down);
 #undef LOAD
+#undef SLICE
     }
     return 0;
 }
@@ -200,8 +273,9 @@ flint_target *flint_target_open(const char *dir, const flint_target_options *opt
     if (opts->dummy_shape) dir = opts->dummy_shape; /* for messages */
     const flint_target_config *c = &t->cfg;
     t->n_threads = t->opts.n_threads;
-    t->q_dim = c->n_heads * c->head_dim;
-    t->kv_dim = c->n_kv_heads * c->head_dim;
+    if (shares(t, err)) goto fail;
+    t->q_dim = t->nh * c->head_dim;
+    t->kv_dim = t->nkv * c->head_dim;
     t->qkv_dim = t->q_dim + 2 * t->kv_dim;
     t->kv_layer_floats = (size_t)t->opts.kv_blocks * (size_t)t->opts.kv_block_size * (size_t)t->kv_dim;
     double kv_bytes = 2.0 * 4.0 * (double)t->opts.kv_blocks * t->opts.kv_block_size * t->kv_dim * c->n_layers;

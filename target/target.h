@@ -43,6 +43,19 @@ int flint_target_config_load(const char *dir, flint_target_config *cfg, flint_er
 /* A named synthetic shape (qwen3-8b, qwen3-0.6b) for --load-format dummy. */
 int flint_target_shape_config(const char *name, flint_target_config *cfg, flint_err *err);
 
+/* Tensor parallelism (order 8): a rank's side of the collectives. all_reduce sums buf[0..n) over
+ * the ranks in rank order and leaves the sum in every rank's buf; all_gather puts every rank's
+ * [rows][n_local] block side by side into full [rows][n_local * n_ranks] (rank r's columns at
+ * r * n_local). Both return 0, or -1 when the group failed (the forward then fails with
+ * FLINT_ERR_IO instead of hanging). The CPU simulation implements them with threads and a
+ * barrier (tests/test_tp_sim.c); the GPU engine will with NCCL. */
+typedef struct flint_tp_comm {
+    int rank, n_ranks;
+    int (*all_reduce)(void *ctx, float *buf, size_t n);
+    int (*all_gather)(void *ctx, const float *local, float *full, int rows, int n_local);
+    void *ctx;
+} flint_tp_comm;
+
 typedef struct flint_target_options {
     int kv_block_size;  /* tokens per KV block, a power of two (default 16) */
     int kv_blocks;      /* blocks in the KV pool; 0 = max_seqs x ceil(max_len / block) */
@@ -51,6 +64,13 @@ typedef struct flint_target_options {
     int max_rows;       /* most rows one forward may carry (default 512); reserved at open */
     int n_threads;      /* 0 = every core */
     int device;         /* FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA: where the forward runs */
+    const flint_tp_comm *tp; /* NULL: the whole model. Else this process holds rank tp->rank of
+                              * tp->n_ranks: query heads, KV heads (replicated when there are more
+                              * ranks than KV heads), the MLP's intermediate rows and the LM head's
+                              * vocabulary rows split in contiguous equal parts; q|k|v and gate|up
+                              * are column-parallel, o_proj and down_proj row-parallel (one
+                              * all_reduce after each), the LM head vocab-parallel (all_gather:
+                              * every rank gets the full logits). CPU only in this version. */
     const char *dummy_shape; /* NULL: load dir. Else a flint_target_shape_config name: random bf16
                               * weights made on the device (device CUDA only; dir is not read, the
                               * host holds no weights, so embed/lm_head accessors return NULL) */
@@ -101,7 +121,8 @@ typedef struct flint_target_batch {
 int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err *err);
 
 /* The fp32 embedding [vocab][hidden] and LM head [vocab][hidden] (the same pointer when tied),
- * for a drafter that shares them instead of storing copies. Valid until close. */
+ * for a drafter that shares them instead of storing copies. Valid until close. With tensor
+ * parallelism the LM head is this rank's rows only; with dummy weights both are NULL. */
 const float *flint_target_embed_weights(const flint_target *t);
 const float *flint_target_lm_head_weights(const flint_target *t);
 int flint_target_n_threads(const flint_target *t);

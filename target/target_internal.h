@@ -39,13 +39,18 @@ typedef struct flint_target_state {
     float *gu;     /* [max_rows][2 intermediate] */
     float *act;    /* [max_rows][intermediate] */
     float *scores; /* [n_threads][max_len] softmax weights, one strip per thread */
+    float *part;   /* tensor parallel: [max_rows][hidden] a row-parallel projection's partial sums */
+    float *lpart;  /* tensor parallel: [max_rows][nv] this rank's slice of the logits */
 } flint_target_state;
 
 struct flint_target {
     flint_target_config cfg;
     flint_target_options opts; /* resolved: no zeros left */
     int n_threads;
-    int q_dim, kv_dim, qkv_dim; /* heads x head_dim, kv heads x head_dim, q + 2 kv */
+    /* This rank's share (the whole model without tensor parallelism): query heads [h0, h0 + nh),
+     * KV heads [kv0, kv0 + nkv), intermediate rows [i0, i0 + ni), LM-head rows [v0, v0 + nv). */
+    int nh, nkv, ni, nv, h0, kv0, i0, v0;
+    int q_dim, kv_dim, qkv_dim; /* this rank's heads x head_dim, kv heads x head_dim, q + 2 kv */
     size_t kv_layer_floats;     /* one layer's K (or V) pool */
     flint_target_weights w;
     flint_target_state s;
