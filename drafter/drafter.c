@@ -26,14 +26,14 @@ const char *flint_drafter_describe(const flint_drafter *d) { return d->desc; }
 
 static void carve(flint_drafter *d, flint_arena *a, int own_embed, int own_head) {
     const flint_drafter_config *c = &d->cfg;
-    size_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, Vd = c->draft_vocab_size;
+    size_t H = c->hidden_size, I = d->ni, V = c->vocab_size, Vd = c->draft_vocab_size;
     size_t r = c->markov_rank, hd = c->head_dim, nt = d->n_threads;
     size_t R = (size_t)d->opts.max_reqs * c->block_size, C = d->opts.max_rows;
     size_t L = (size_t)d->max_len + c->block_size;
     flint_drafter_weights *w = &d->w;
     w->layers = flint_arena_new(a, flint_drafter_layer, c->n_layers);
     if (own_embed) w->embed = flint_arena_new(a, float, V * H);
-    if (own_head) w->lm_head = flint_arena_new(a, float, Vd * H);
+    if (own_head) w->lm_head = flint_arena_new(a, float, (size_t)d->nv * H);
     w->fc = flint_arena_new(a, float, H * c->n_taps * H);
     w->hidden_norm = flint_arena_new(a, float, H);
     w->final_norm = flint_arena_new(a, float, H);
@@ -75,6 +75,40 @@ static void carve(flint_drafter *d, flint_arena *a, int own_embed, int own_head)
     s->lk = flint_arena_new(a, float, nt * Vd);
     s->qk = flint_arena_new(a, float, nt * V);
     s->e = flint_arena_new(a, float, nt * (r ? r : 1));
+    if (d->opts.tp) {
+        s->part = flint_arena_new(a, float, R * H);
+        s->upart = flint_arena_new(a, float, R * (size_t)d->nv);
+    }
+}
+
+/* Rows [r0, r0 + nr) x columns [c0, c0 + nc) of a [rows][cols] tensor: a rank's shard. */
+static int load_slice(const flint_st *st, const char *dir, const char *name, int64_t rows, int64_t cols, int64_t r0,
+                      int64_t nr, int64_t c0, int64_t nc, float *dst, flint_err *err);
+
+/* This rank's share, as the target splits it (target.c shares()). */
+static int shares(flint_drafter *d, const flint_target *target, flint_err *err) {
+    const flint_drafter_config *c = &d->cfg;
+    const flint_tp_comm *tp = d->opts.tp;
+    int n = tp ? tp->n_ranks : 1, r = tp ? tp->rank : 0;
+    if (tp) {
+        const flint_tp_comm *ttp = flint_target_get_options(target)->tp;
+        if (!ttp || ttp->n_ranks != n || ttp->rank != r || !tp->all_reduce || !tp->all_gather)
+            return flint_err_set(err, FLINT_ERR_INVALID, "drafter: tensor-parallel rank %d of %d needs the target's "
+                                 "same rank", r, n);
+        const char *bad = c->draft_vocab_size != c->vocab_size ? "a reduced draft vocabulary"
+                          : c->n_heads % n ? "num_attention_heads"
+                          : (c->n_kv_heads % n && n % c->n_kv_heads) ? "num_key_value_heads"
+                          : c->intermediate_size % n ? "intermediate_size" : NULL;
+        if (bad)
+            return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter: tensor parallel size %d: cannot split %s", n,
+                                 bad);
+    }
+    d->nh = c->n_heads / n, d->h0 = r * d->nh;
+    if (c->n_kv_heads >= n) d->nkv = c->n_kv_heads / n, d->kv0 = r * d->nkv;
+    else d->nkv = 1, d->kv0 = r * c->n_kv_heads / n;
+    d->ni = c->intermediate_size / n, d->i0 = r * d->ni;
+    d->nv = c->draft_vocab_size / n, d->v0 = r * d->nv;
+    return 0;
 }
 
 static int load(const flint_st *st, const char *dir, const char *name, int64_t rows, int64_t cols, float *dst,
@@ -91,14 +125,40 @@ static int load(const flint_st *st, const char *dir, const char *name, int64_t r
     return flint_tensor_to_f32(ti, dst, (size_t)ti->numel, err);
 }
 
+static int load_slice(const flint_st *st, const char *dir, const char *name, int64_t rows, int64_t cols, int64_t r0,
+                      int64_t nr, int64_t c0, int64_t nc, float *dst, flint_err *err) {
+    if (r0 == 0 && nr == rows && c0 == 0 && nc == cols) return load(st, dir, name, rows, cols, dst, err);
+    const flint_tensor_info *ti = flint_st_find(st, name);
+    if (!ti)
+        return flint_err_set(err, FLINT_ERR_FORMAT, "%s: tensor '%s' is missing from the drafter checkpoint", dir,
+                             name);
+    if (ti->dtype != FLINT_DT_F32 && ti->dtype != FLINT_DT_F16 && ti->dtype != FLINT_DT_BF16)
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are "
+                             "supported", ti->file, name, flint_dtype_name(ti->dtype));
+    int64_t shape[2] = {rows, cols};
+    if (!flint_st_expect(st, name, 2, shape, err)) return -1;
+    size_t es = ti->dtype == FLINT_DT_F32 ? 4 : 2;
+    for (int64_t i = 0; i < nr; i++) {
+        flint_tensor_info part = *ti;
+        part.data = (const char *)ti->data + ((size_t)(r0 + i) * (size_t)cols + (size_t)c0) * es;
+        part.numel = nc;
+        part.nbytes = (size_t)nc * es;
+        part.ndim = 1;
+        part.shape[0] = nc;
+        if (flint_tensor_to_f32(&part, dst + (size_t)i * (size_t)nc, (size_t)nc, err)) return -1;
+    }
+    return 0;
+}
+
 static int load_weights(flint_drafter *d, const flint_st *st, const char *dir, int own_embed, int own_head,
                         flint_err *err) {
     const flint_drafter_config *c = &d->cfg;
     flint_drafter_weights *w = &d->w;
-    int64_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, Vd = c->draft_vocab_size;
+    int64_t H = c->hidden_size, I = d->ni, V = c->vocab_size, Vd = c->draft_vocab_size;
     int64_t r = c->markov_rank, hd = c->head_dim, qd = d->q_dim, kvd = d->kv_dim;
+    int64_t qg = (int64_t)c->n_heads * hd, kvg = (int64_t)c->n_kv_heads * hd, Ig = c->intermediate_size;
     if ((own_embed && load(st, dir, "embed_tokens.weight", V, H, (float *)w->embed, err)) ||
-        (own_head && load(st, dir, "lm_head.weight", Vd, H, (float *)w->lm_head, err)) ||
+        (own_head && load_slice(st, dir, "lm_head.weight", Vd, H, d->v0, d->nv, 0, H, (float *)w->lm_head, err)) ||
         load(st, dir, "fc.weight", H, H * c->n_taps, (float *)w->fc, err) ||
         load(st, dir, "hidden_norm.weight", H, 0, (float *)w->hidden_norm, err) ||
         load(st, dir, "norm.weight", H, 0, (float *)w->final_norm, err))
@@ -139,18 +199,24 @@ static int load_weights(flint_drafter *d, const flint_st *st, const char *dir, i
         snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                                          \
         if (load(st, dir, n, rows, cols, dst, err)) return -1;                                     \
     } while (0)
+#define SLICE(suffix, rows, cols, r0, nr, c0, nc, dst)                                                 \
+    do {                                                                                           \
+        snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                                          \
+        if (load_slice(st, dir, n, rows, cols, r0, nr, c0, nc, dst, err)) return -1;               \
+    } while (0)
         LOAD("input_layernorm.weight", H, 0, (float *)ly->attn_norm);
-        LOAD("self_attn.q_proj.weight", qd, H, (float *)ly->wq);
-        LOAD("self_attn.k_proj.weight", kvd, H, (float *)ly->wkv);
-        LOAD("self_attn.v_proj.weight", kvd, H, (float *)ly->wkv + kvd * H);
+        SLICE("self_attn.q_proj.weight", qg, H, (int64_t)d->h0 * hd, qd, 0, H, (float *)ly->wq);
+        SLICE("self_attn.k_proj.weight", kvg, H, (int64_t)d->kv0 * hd, kvd, 0, H, (float *)ly->wkv);
+        SLICE("self_attn.v_proj.weight", kvg, H, (int64_t)d->kv0 * hd, kvd, 0, H, (float *)ly->wkv + kvd * H);
         LOAD("self_attn.q_norm.weight", hd, 0, (float *)ly->q_norm);
         LOAD("self_attn.k_norm.weight", hd, 0, (float *)ly->k_norm);
-        LOAD("self_attn.o_proj.weight", H, qd, (float *)ly->wo);
+        SLICE("self_attn.o_proj.weight", H, qg, 0, H, (int64_t)d->h0 * hd, qd, (float *)ly->wo);
         LOAD("post_attention_layernorm.weight", H, 0, (float *)ly->mlp_norm);
-        LOAD("mlp.gate_proj.weight", I, H, (float *)ly->w_gate_up);
-        LOAD("mlp.up_proj.weight", I, H, (float *)ly->w_gate_up + I * H);
-        LOAD("mlp.down_proj.weight", H, I, (float *)ly->w_down);
+        SLICE("mlp.gate_proj.weight", Ig, H, d->i0, I, 0, H, (float *)ly->w_gate_up);
+        SLICE("mlp.up_proj.weight", Ig, H, d->i0, I, 0, H, (float *)ly->w_gate_up + I * H);
+        SLICE("mlp.down_proj.weight", H, Ig, 0, H, d->i0, I, (float *)ly->w_down);
 #undef LOAD
+#undef SLICE
     }
     return 0;
 }
@@ -182,8 +248,9 @@ flint_drafter *flint_drafter_open(const char *dir, const flint_target *target, c
     d->block = to->kv_block_size;
     d->n_blocks = to->kv_blocks;
     d->max_len = to->max_len;
-    d->q_dim = c->n_heads * c->head_dim;
-    d->kv_dim = c->n_kv_heads * c->head_dim;
+    if (shares(d, target, err)) goto fail;
+    d->q_dim = d->nh * c->head_dim;
+    d->kv_dim = d->nkv * c->head_dim;
     d->kv_layer_floats = (size_t)d->n_blocks * d->block * d->kv_dim;
 
     st = flint_st_open_dir(dir, err);

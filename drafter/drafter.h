@@ -51,6 +51,10 @@ typedef struct flint_drafter_options {
     int max_reqs;     /* requests drafted in one call (default 64) */
     int max_rows;     /* most context rows encoded in one call (default: the target's max_rows) */
     int n_threads;    /* 0: the target's */
+    const flint_tp_comm *tp; /* tensor parallel rank (target.h), sharded like the target: heads, KV
+                              * heads, intermediate rows, LM-head vocabulary rows; fc, norms and the
+                              * Markov and confidence heads replicated, so every rank drafts the
+                              * same tokens. Needs draft vocab == vocab. NULL: whole drafter. */
 } flint_drafter_options;
 
 void flint_drafter_options_default(flint_drafter_options *o);

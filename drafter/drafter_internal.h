@@ -55,12 +55,16 @@ typedef struct flint_drafter_state {
     float *lk;      /* [n_threads][draft_vocab] corrected logits of one step */
     float *qk;      /* [n_threads][vocab] draft distribution of one step (target ids) */
     float *e;       /* [n_threads][r] W1[prev] */
+    float *part;    /* tensor parallel: [rows][H] partial sums of a row-parallel projection */
+    float *upart;   /* tensor parallel: [rows][nv] this rank's base logits */
 } flint_drafter_state;
 
 struct flint_drafter {
     flint_drafter_config cfg;
     flint_drafter_options opts;
     int n_threads, block, n_blocks, max_len;
+    /* this rank's share (everything without tensor parallelism), as in target_internal.h */
+    int nh, nkv, ni, nv, h0, kv0, i0, v0;
     int q_dim, kv_dim;
     size_t kv_layer_floats;
     flint_drafter_weights w;

@@ -16,7 +16,7 @@
 #include "target/ops_cpu.h"
 
 static inline size_t slot(const flint_drafter *d, int l, int32_t block, int off, int kvh) {
-    return (size_t)l * d->kv_layer_floats + (((size_t)block * d->block + off) * d->cfg.n_kv_heads + kvh) * d->cfg.head_dim;
+    return (size_t)l * d->kv_layer_floats + (((size_t)block * d->block + off) * d->nkv + kvh) * d->cfg.head_dim;
 }
 
 static int check_table(const flint_drafter *d, const int32_t *bt, int upto_pos, const char *what, int i,
@@ -57,7 +57,7 @@ int flint_drafter_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, fli
             int p = b->pos[r];
             int32_t blk = b->block_tables[b->row_seq[r]][p / d->block];
             const float *cs = s->rope_cos + (size_t)p * half, *sn = s->rope_sin + (size_t)p * half;
-            for (int h = 0; h < c->n_kv_heads; h++) {
+            for (int h = 0; h < d->nkv; h++) {
                 flint_ops_rmsnorm(k + h * hd, k + h * hd, ly->k_norm, hd, c->rms_norm_eps);
                 flint_ops_rope(k + h * hd, hd, cs, sn);
                 size_t at = slot(d, l, blk, p % d->block, h);
@@ -75,13 +75,13 @@ static void block_attention(flint_drafter *d, int l, int n_reqs, const flint_dra
                             const int32_t *const *bts) {
     const flint_drafter_config *c = &d->cfg;
     flint_drafter_state *s = &d->s;
-    int B = c->block_size, hd = c->head_dim, group = c->n_heads / c->n_kv_heads, kvd = d->kv_dim;
+    int B = c->block_size, hd = c->head_dim, group = d->nh / d->nkv, kvd = d->kv_dim;
     float scale = (float)(1.0 / sqrt((double)hd));
-    int n_items = n_reqs * B * c->n_heads;
+    int n_items = n_reqs * B * d->nh;
     size_t strip = (size_t)d->max_len + B;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(d->n_threads) if (n_items >= 4)
     for (int item = 0; item < n_items; item++) {
-        int h = item % c->n_heads, row = item / c->n_heads, i = row / B, kvh = h / group;
+        int h = item % d->nh, row = item / d->nh, i = row / B, kvh = h / group;
         int P = reqs[i].pos;
         const int32_t *bt = bts[reqs[i].seq];
         const float *q = s->q + (size_t)row * d->q_dim + (size_t)h * hd;
@@ -114,10 +114,25 @@ static void block_attention(flint_drafter *d, int l, int n_reqs, const flint_dra
     }
 }
 
-static void backbone(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs, const int32_t *const *bts) {
+/* As the target's row_parallel (target/forward_cpu.c): x += w . in, summed over the ranks. */
+static int row_parallel(flint_drafter *d, const float *w, const float *in, int n_in, int R) {
+    int H = d->cfg.hidden_size;
+    const flint_tp_comm *tp = d->opts.tp;
+    if (!tp) {
+        flint_ops_matmul(d->s.x, H, in, n_in, w, R, n_in, H, 1, d->n_threads);
+        return 0;
+    }
+    flint_ops_matmul(d->s.part, H, in, n_in, w, R, n_in, H, 0, d->n_threads);
+    if (tp->all_reduce(tp->ctx, d->s.part, (size_t)R * H)) return -1;
+    for (size_t i = 0; i < (size_t)R * H; i++) d->s.x[i] += d->s.part[i];
+    return 0;
+}
+
+/* The block forward up to the base logits U; -1 when a collective failed (tensor parallel). */
+static int backbone(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs, const int32_t *const *bts) {
     const flint_drafter_config *c = &d->cfg;
     flint_drafter_state *s = &d->s;
-    int B = c->block_size, R = n_reqs * B, H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
+    int B = c->block_size, R = n_reqs * B, H = c->hidden_size, I = d->ni, hd = c->head_dim;
     int half = hd / 2, nt = d->n_threads, kvd = d->kv_dim;
     for (int row = 0; row < R; row++) {
         int32_t tok = row % B == 0 ? reqs[row / B].anchor : c->mask_token_id;
@@ -133,27 +148,32 @@ static void backbone(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs
             int p = reqs[row / B].pos + row % B;
             const float *cs = s->rope_cos + (size_t)p * half, *sn = s->rope_sin + (size_t)p * half;
             float *q = s->q + (size_t)row * d->q_dim, *k = s->bkv + (size_t)row * 2 * kvd;
-            for (int h = 0; h < c->n_heads; h++) {
+            for (int h = 0; h < d->nh; h++) {
                 flint_ops_rmsnorm(q + h * hd, q + h * hd, ly->q_norm, hd, c->rms_norm_eps);
                 flint_ops_rope(q + h * hd, hd, cs, sn);
             }
-            for (int h = 0; h < c->n_kv_heads; h++) {
+            for (int h = 0; h < d->nkv; h++) {
                 flint_ops_rmsnorm(k + h * hd, k + h * hd, ly->k_norm, hd, c->rms_norm_eps);
                 flint_ops_rope(k + h * hd, hd, cs, sn);
             }
         }
         block_attention(d, l, n_reqs, reqs, bts);
-        flint_ops_matmul(s->x, H, s->att, d->q_dim, ly->wo, R, d->q_dim, H, 1, nt);
+        if (row_parallel(d, ly->wo, s->att, d->q_dim, R)) return -1;
         for (int row = 0; row < R; row++)
             flint_ops_rmsnorm(s->xn + (size_t)row * H, s->x + (size_t)row * H, ly->mlp_norm, H, c->rms_norm_eps);
         flint_ops_matmul(s->gu, 2 * I, s->xn, H, ly->w_gate_up, R, H, 2 * I, 0, nt);
         for (int row = 0; row < R; row++)
             flint_ops_swiglu(s->act + (size_t)row * I, s->gu + (size_t)row * 2 * I, s->gu + (size_t)row * 2 * I + I, I);
-        flint_ops_matmul(s->x, H, s->act, I, ly->w_down, R, I, H, 1, nt);
+        if (row_parallel(d, ly->w_down, s->act, I, R)) return -1;
     }
     for (int row = 0; row < R; row++)
         flint_ops_rmsnorm(s->hfin + (size_t)row * H, s->x + (size_t)row * H, d->w.final_norm, H, c->rms_norm_eps);
-    flint_ops_matmul(s->u, c->draft_vocab_size, s->hfin, H, d->w.lm_head, R, H, c->draft_vocab_size, 0, nt);
+    if (!d->opts.tp) {
+        flint_ops_matmul(s->u, c->draft_vocab_size, s->hfin, H, d->w.lm_head, R, H, c->draft_vocab_size, 0, nt);
+        return 0;
+    }
+    flint_ops_matmul(s->upart, d->nv, s->hfin, H, d->w.lm_head, R, H, d->nv, 0, nt);
+    return d->opts.tp->all_gather(d->opts.tp->ctx, s->upart, s->u, R, d->nv);
 }
 
 /* The sequential stage for one request: Markov bias from the previous token, confidence, draw. */
@@ -233,7 +253,9 @@ int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *r
             return flint_err_set(err, FLINT_ERR_INVALID, "drafter: request %d: bad temperature", i);
         if (q->pos > 0 && check_table(d, bts[q->seq], q->pos - 1, "draft", i, err)) return -1;
     }
-    backbone(d, n_reqs, reqs, bts);
+    if (backbone(d, n_reqs, reqs, bts))
+        return flint_err_set(err, FLINT_ERR_IO, "drafter: rank %d: a tensor-parallel collective failed",
+                             d->opts.tp ? d->opts.tp->rank : 0);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(d->n_threads) if (n_reqs > 1)
     for (int i = 0; i < n_reqs; i++) markov_loop(d, i, &reqs[i], out, omp_get_thread_num());
     return 0;

@@ -2,7 +2,7 @@
 # tools/make_golden.py in tests/fixtures/golden), batch invariance, refused inputs.
 flint_add_test(test_target SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_target.c LIBS flint_target LABELS cpu)
 # Tensor parallelism simulated on the CPU: N = 1, 2, 4 ranks as threads, in-process collectives.
-flint_add_test(test_tp_sim SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tp_sim.c LIBS flint_target Threads::Threads
+flint_add_test(test_tp_sim SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tp_sim.c LIBS flint_drafter flint_target Threads::Threads
                LABELS cpu)
 # The CUDA target forward vs the CPU one, and the engine with its target on the GPU (label cuda:
 # run on the GPU machine by tools/device/engine_tests.sh).

@@ -4,13 +4,16 @@
  * unsharded logits within fp32 tolerance and the unsharded greedy output; N = 1 through the
  * same path is bit-identical to the unsharded forward. Models: flint-tiny and the golden Qwen3
  * (4 query / 2 KV heads: N = 4 replicates each KV head on two ranks) and the golden Llama (6/2
- * heads, N = 2); a size that does not split (Llama's 6 heads at N = 4) is refused, naming it. */
+ * heads, N = 2); a size that does not split (Llama's 6 heads at N = 4) is refused, naming it.
+ * The drafter (flint-tiny-dspark) is sharded the same way: prefill with taps, context encoding
+ * and a greedy 7-token draft on every rank give the unsharded drafts and base logits. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "drafter/drafter.h"
 #include "target/target.h"
 #include "test.h"
 
@@ -227,6 +230,127 @@ static void compare(const char *name, const char *dir, int n) {
     sharded_close(&sh);
 }
 
+/* ==== the drafter: prefill with taps -> encode -> draft, the same on the whole model and on N ranks ==== */
+enum { DK = 7 };
+
+typedef struct pipe {
+    flint_target *t;
+    flint_drafter *d;
+    int rc;
+    flint_err err;
+    int32_t drafts[N_SEQ * DK];
+    float *base; /* [N_SEQ][DK][V] */
+} pipe;
+
+typedef struct pipe_in {
+    int n_rows;
+    int32_t tok[64], pos[64], seq[64];
+    int32_t *tables[N_SEQ];
+    int32_t anchors[N_SEQ];
+} pipe_in;
+
+static const pipe_in *g_in;
+
+static void *pipeline(void *arg) {
+    pipe *p = arg;
+    const pipe_in *in = g_in;
+    const flint_drafter_config *dc = flint_drafter_get_config(p->d);
+    int H = flint_target_get_config(p->t)->hidden_size, V = flint_target_get_config(p->t)->vocab_size;
+    float *taps = malloc(sizeof(float) * 64 * (size_t)dc->n_taps * H), *logits = malloc(sizeof(float) * V);
+    int32_t last = 0;
+    flint_target_batch b = {in->n_rows, in->tok, in->pos, in->seq, N_SEQ, (const int32_t *const *)in->tables, 1, &last,
+                            logits, dc->n_taps, dc->tap_layers, taps};
+    p->rc = flint_target_forward(p->t, &b, &p->err);
+    flint_drafter_ctx_batch cb = {in->n_rows, taps, in->pos, in->seq, N_SEQ, (const int32_t *const *)in->tables};
+    if (!p->rc) p->rc = flint_drafter_encode(p->d, &cb, &p->err);
+    flint_drafter_req reqs[N_SEQ];
+    for (int s = 0; s < N_SEQ; s++) reqs[s] = (flint_drafter_req){in->anchors[s], PROMPT, s, DK, 0.0f, 1, 1};
+    flint_drafter_out out = {p->drafts, NULL, NULL, NULL, p->base};
+    if (!p->rc)
+        p->rc = flint_drafter_draft(p->d, N_SEQ, reqs, (const int32_t *const *)in->tables, N_SEQ, &out, &p->err);
+    free(taps), free(logits);
+    return NULL;
+}
+
+static void compare_drafter(int n) {
+    const char *tdir = FLINT_SOURCE_DIR "/models/flint-tiny", *ddir = FLINT_SOURCE_DIR "/models/flint-tiny-dspark";
+    int max_len = 128;
+    group g = {0};
+    g.n = n;
+    pthread_barrier_init(&g.bar, NULL, (unsigned)n);
+    rank_ctx rc[MAX_RANKS];
+    flint_tp_comm comm[MAX_RANKS];
+    pipe ranks[MAX_RANKS + 1];
+    memset(ranks, 0, sizeof ranks);
+    flint_err err = {0};
+    int ok = 1, V = 0;
+    for (int r = 0; r <= n && ok; r++) { /* ranks 0..n-1, then the whole model at index n */
+        flint_target_options o;
+        flint_target_options_default(&o);
+        o.max_seqs = N_SEQ, o.max_len = max_len, o.max_rows = 64, o.n_threads = 1;
+        flint_drafter_options dopt;
+        flint_drafter_options_default(&dopt);
+        dopt.max_reqs = N_SEQ, dopt.n_threads = 1;
+        if (r < n) {
+            rc[r] = (rank_ctx){&g, r};
+            comm[r] = (flint_tp_comm){r, n, all_reduce, all_gather, &rc[r]};
+            o.tp = &comm[r];
+            dopt.tp = &comm[r];
+        }
+        ranks[r].t = flint_target_open(tdir, &o, &err);
+        ranks[r].d = ranks[r].t ? flint_drafter_open(ddir, ranks[r].t, &dopt, &err) : NULL;
+        ok = ranks[r].d != NULL;
+        CHECKF(ok, "drafter N=%d rank %d: %s", n, r, err.msg);
+        if (ok) {
+            V = flint_target_get_config(ranks[r].t)->vocab_size;
+            ranks[r].base = malloc(sizeof(float) * N_SEQ * DK * (size_t)V);
+        }
+    }
+    if (ok) {
+        static pipe_in in;
+        memset(&in, 0, sizeof in);
+        int bs = flint_target_kv_block_size(ranks[0].t), per = (max_len + bs - 1) / bs;
+        for (int s = 0; s < N_SEQ; s++) {
+            in.tables[s] = malloc(sizeof(int32_t) * per);
+            for (int k = 0; k < per; k++) in.tables[s][k] = s * per + k;
+            in.anchors[s] = (int32_t)((s * 977 + 11) % V);
+            for (int i = 0; i < PROMPT; i++, in.n_rows++) {
+                in.tok[in.n_rows] = (int32_t)((s * 131 + i * 37 + 5) % V);
+                in.pos[in.n_rows] = i, in.seq[in.n_rows] = s;
+            }
+        }
+        g_in = &in;
+        pipeline(&ranks[n]);
+        CHECKF(ranks[n].rc == 0, "whole drafter: %s", ranks[n].err.msg);
+        pthread_t th[MAX_RANKS];
+        for (int r = 0; r < n; r++) pthread_create(&th[r], NULL, pipeline, &ranks[r]);
+        for (int r = 0; r < n; r++) {
+            pthread_join(th[r], NULL);
+            CHECKF(ranks[r].rc == 0, "drafter rank %d: %s", r, ranks[r].err.msg);
+        }
+        double worst = 0;
+        int same = 1;
+        for (int r = 0; r < n; r++) {
+            same &= !memcmp(ranks[r].drafts, ranks[n].drafts, sizeof ranks[n].drafts);
+            for (size_t i = 0; i < (size_t)N_SEQ * DK * V; i++) {
+                double d = fabs((double)ranks[r].base[i] - ranks[n].base[i]) / (1 + fabs(ranks[n].base[i]));
+                if (d > worst) worst = d;
+            }
+        }
+        printf("drafter      N=%d: %d greedy drafts x %d requests: %s on every rank; base logits within %.2e\n", n, DK,
+               N_SEQ, same ? "identical" : "DIFFERENT", worst);
+        CHECKF(same, "drafter N=%d: drafts differ from the unsharded drafter", n);
+        CHECKF(worst < 1e-5, "drafter N=%d: base logits differ by %.2e", n, worst);
+        for (int s = 0; s < N_SEQ; s++) free(in.tables[s]);
+    }
+    for (int r = 0; r <= n; r++) {
+        flint_drafter_close(ranks[r].d);
+        flint_target_close(ranks[r].t);
+        free(ranks[r].base);
+    }
+    pthread_barrier_destroy(&g.bar);
+}
+
 int main(void) {
     const char *tiny = FLINT_SOURCE_DIR "/models/flint-tiny";
     const char *llama = FLINT_SOURCE_DIR "/tests/fixtures/golden/llama";
@@ -234,6 +358,7 @@ int main(void) {
     for (int n = 1; n <= 4; n *= 2) compare("flint-tiny", tiny, n);
     for (int n = 2; n <= 4; n *= 2) compare("golden qwen3", qwen, n);
     compare("golden llama", llama, 2);
+    for (int n = 1; n <= 4; n *= 2) compare_drafter(n);
 
     /* a split that cannot work is refused, naming the size */
     flint_tp_comm comm = {0, 4, all_reduce, all_gather, NULL};
