@@ -4,7 +4,8 @@
  * for token for K = 1..7 and batch sizes 1, 3 and 8 (20 prompts x 128 tokens); and sampling is
  * lossless: the first three emitted tokens follow the same distribution with and without
  * speculation (chi-square test of homogeneity over 4,000 seeds each), while the same test tells
- * apart two genuinely different settings. */
+ * apart two genuinely different settings. Both hold under DSpark's confidence-scheduled draft
+ * lengths too (verifier/schedule.c, with a fixed GPU-like cost model). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,12 +31,20 @@ static const char *openers[NP] = {
     "Mom said", "It was a rainy day", "Ben found a box", "The little girl", "Max liked to play",
     "In the garden", "Sue and her friend", "The boy was sad", "A frog", "They went to the beach"};
 
+static int g_dynamic; /* open_engine: DSpark's confidence-scheduled draft lengths, GPU-like cost */
+
 static flint_engine *open_engine(const char *drafter, int K, int seqs) {
     flint_engine_options o;
     flint_engine_options_default(&o);
     o.model_dir = model;
     o.drafter_dir = drafter;
     o.num_speculative_tokens = K;
+    if (g_dynamic && drafter) {
+        /* a fixed model (as a GPU's: flat for a few rows) so the schedule, and the test, repeat */
+        o.dynamic_draft = 1;
+        o.dyn_fixed_ms = 5.0;
+        o.dyn_row_ms = 0.4;
+    }
     o.max_seqs = seqs;
     o.n_threads = 1; /* ctest runs tests side by side: spinning OpenMP threads would fight */
     flint_err err = {0};
@@ -110,6 +119,27 @@ static void test_greedy(void) {
         }
         flint_engine_close(e);
     }
+    /* dynamic draft lengths (up to 7): still the target's greedy output, and the scheduler really
+     * varies the lengths */
+    g_dynamic = 1;
+    e = open_engine(DFT, 7, 8);
+    g_dynamic = 0;
+    if (!e) return;
+    for (int b = 0; b < 3; b++) {
+        flint_spec_stats st = run(e, NP, batches[b], prm, got, lg);
+        int same = 1;
+        for (int p = 0; p < NP; p++) same &= lb[p] == T && lg[p] == T && !memcmp(base[p], got[p], sizeof base[p]);
+        CHECKF(same, "dynamic draft, batch %d: speculative greedy output differs from target-only", batches[b]);
+        if (b == 0) {
+            printf("dynamic K<=7: mean AL %.3f, acceptance %.3f, steps drafting >= 1..7:", flint_spec_stats_mean_al(&st),
+                   flint_spec_stats_acceptance_rate(&st));
+            for (int j = 0; j < 7; j++) printf(" %lld", (long long)st.drafted_per_pos[j]);
+            printf("\n");
+            CHECKF(st.steps > 0 && st.drafted_per_pos[0] > st.drafted_per_pos[6],
+                   "dynamic draft: the scheduler never shortened a draft (or never drafted)");
+        }
+    }
+    flint_engine_close(e);
 }
 
 /* Chi-square test of homogeneity between two count vectors; bins with small expectations pooled.
@@ -142,13 +172,15 @@ static int differ(const long *a, const long *b, int n, const char *what) {
 
 static void test_sampling(void) {
     enum { N = 4000, V = 512 };
-    static long counts[3][3][V]; /* [setting][position][token] */
+    static long counts[4][3][V]; /* [setting][position][token] */
     static int32_t out[N][T];
     static int lens[N];
     static flint_request_params prm[N];
-    const char *names[3] = {"plain T=1", "speculative T=1", "plain T=0.8"};
-    for (int st = 0; st < 3; st++) {
-        flint_engine *e = open_engine(st == 1 ? DFT : NULL, 7, 8);
+    const char *names[4] = {"plain T=1", "speculative T=1", "plain T=0.8", "dynamic-length speculative T=1"};
+    for (int st = 0; st < 4; st++) {
+        g_dynamic = st == 3;
+        flint_engine *e = open_engine(st == 1 || st == 3 ? DFT : NULL, 7, 8);
+        g_dynamic = 0;
         if (!e) return;
         for (int i = 0; i < N; i++) {
             flint_request_params_default(&prm[i]);
@@ -175,6 +207,9 @@ static void test_sampling(void) {
         snprintf(what, sizeof what, "position %d: speculative vs plain", t + 1);
         CHECKF(!differ(counts[1][t], counts[0][t], V, what), "sampling with speculation changes the distribution at "
                "position %d", t + 1);
+        snprintf(what, sizeof what, "position %d: dynamic-length speculative vs plain", t + 1);
+        CHECKF(!differ(counts[3][t], counts[0][t], V, what), "sampling with dynamic draft lengths changes the "
+               "distribution at position %d", t + 1);
     }
     /* power: T = 0.8 vs T = 1 must be told apart at some position */
     int seen = 0;

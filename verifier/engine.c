@@ -154,6 +154,11 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
         }
         e->dmax = dc->max_draft;
         e->n_taps = dc->n_taps;
+        if (o->dynamic_draft && !dc->has_confidence) {
+            flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft lengths need a drafter with a confidence head (%s has "
+                          "none)", o->drafter_dir);
+            goto fail;
+        }
         for (int i = 0; i < dc->n_taps; i++) e->tap_layers[i] = dc->tap_layers[i];
     }
     e->kv = flint_kv_alloc_new(flint_target_kv_blocks(e->tgt));
@@ -178,6 +183,11 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
         e->taps = flint_xmalloc(sizeof(float) * (size_t)R * e->n_taps * e->H);
         e->q = flint_xmalloc(sizeof(float) * (size_t)S * e->dmax * e->V);
         e->drafts = flint_xmalloc(sizeof(int32_t) * (size_t)S * e->dmax);
+        if (o->dynamic_draft) {
+            e->conf = flint_xmalloc(sizeof(float) * (size_t)S * e->dmax);
+            e->dlen = flint_xcalloc((size_t)S, sizeof(int));
+            e->cand = flint_xmalloc(sizeof(*e->cand) * (size_t)S * e->dmax);
+        }
     }
     e->dreqs = flint_xcalloc((size_t)S, sizeof *e->dreqs);
     e->dreq_sid = flint_xcalloc((size_t)S, sizeof(int));
@@ -185,10 +195,19 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
     e->events = flint_xcalloc((size_t)S, sizeof *e->events);
     flint_sampler_scratch_init(&e->sc, e->V);
     e->allowed = flint_xmalloc((size_t)e->V);
+    if (e->dft && o->dynamic_draft) {
+        e->dyn_fixed_ms = o->dyn_fixed_ms, e->dyn_row_ms = o->dyn_row_ms;
+        if (o->dyn_fixed_ms < 0 || o->dyn_row_ms < 0) {
+            flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft: the verify cost model must not be negative");
+            goto fail;
+        }
+        if (o->dyn_fixed_ms == 0 && o->dyn_row_ms == 0 && flint_engine_measure_verify_cost(e, err)) goto fail;
+    }
     flint_log_info("engine: %s, max_seqs %d, max_model_len %d, prefill chunk %d, %s", o->model_dir, S, e->max_len,
                    o->prefill_chunk, e->dft ? "speculative" : "no drafter");
-    if (e->dft) flint_log_info("engine: K = %d, %s drafts; drafter %s", e->K, o->draft_greedy ? "greedy" : "probabilistic",
-                               flint_drafter_describe(e->dft));
+    if (e->dft) flint_log_info("engine: K = %d%s, %s drafts; drafter %s", e->K,
+                               o->dynamic_draft ? " (at most; lengths scheduled by confidence)" : "",
+                               o->draft_greedy ? "greedy" : "probabilistic", flint_drafter_describe(e->dft));
     return e;
 fail:
     flint_engine_close(e);
@@ -218,6 +237,9 @@ void flint_engine_close(flint_engine *e) {
     free(e->taps);
     free(e->q);
     free(e->drafts);
+    free(e->conf);
+    free(e->dlen);
+    free(e->cand);
     free(e->dreqs);
     free(e->dreq_sid);
     free(e->row0);

@@ -39,6 +39,13 @@ typedef struct flint_engine_options {
     int kv_blocks;              /* 0 = enough for max_seqs sessions of max_model_len */
     int n_threads;              /* 0 = every core */
     int enable_prefix_caching;  /* reuse cached KV blocks of equal prompt prefixes (default 1) */
+    /* DSpark's confidence-scheduled draft lengths (research/dspark.md 3.4): each step, every
+     * request drafts up to K, and the scheduler keeps, per request, the prefix that maximises
+     * expected emitted tokens per unit of verify time, T(B) = dyn_fixed_ms + dyn_row_ms x B for a
+     * verify batch of B rows (both 0: measured on the target at open). Needs a confidence head.
+     * Lossless: whether draft j is verified depends on confidences computed before x_j. */
+    int dynamic_draft;
+    double dyn_fixed_ms, dyn_row_ms;
     int device;                 /* where the target runs: FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA;
                                  * the drafter and sampler run on the CPU in this version */
     /* Benchmarks only (flint bench --synthetic-*): when set, a step accepts draft i with

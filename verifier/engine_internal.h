@@ -32,7 +32,8 @@ typedef struct session {
     flint_finish_reason finish;
     int32_t emit[FLINT_MAX_DRAFT + 1];
     int n_emit;
-    int k; /* drafts this step */
+    int k;  /* drafts verified this step */
+    int di; /* this step's draft request index, -1 when it drafted nothing */
     int cached_tokens;
     flint_grammar *grammar; /* structured output, or NULL */
     unsigned char *gstate;  /* committed grammar state */
@@ -63,6 +64,12 @@ struct flint_engine {
     float *taps;                                       /* [max_rows][n_taps][H] */
     float *q;                                          /* [max_seqs][dmax][V] */
     int32_t *drafts;                                   /* [max_seqs][dmax] */
+    float *conf;                                       /* [max_seqs][dmax] confidences (dynamic draft) */
+    int *dlen;                                         /* [max_seqs] scheduled lengths (dynamic draft) */
+    struct flint_sched_cand *cand;                     /* [max_seqs * dmax] scheduler scratch */
+    double dyn_fixed_ms, dyn_row_ms;                   /* the verify cost model given in the options, or */
+    int dyn_n;                                         /* measured: dyn_b[i] rows take dyn_t[i] ms */
+    double dyn_b[16], dyn_t[16];
     flint_drafter_req *dreqs;                          /* [max_seqs] */
     int *dreq_sid;
     int *row0;                                         /* [max_seqs] first verify row of a session */
@@ -76,6 +83,15 @@ struct flint_engine {
     int64_t prefix_query_tokens, prefix_hit_tokens;
     char piece[8192];
 };
+
+/* schedule.c: DSpark's prefix scheduler and the verify cost model it uses */
+typedef struct flint_sched_cand {
+    float a;  /* prefix survival: product of the confidences up to this draft */
+    int d, j; /* draft request, position */
+} flint_sched_cand;
+int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err);
+/* n_rows_base: verify rows before any draft (one per running session); fills e->dlen[0..n_d). */
+void flint_engine_schedule_drafts(flint_engine *e, int n_rows_base, int n_d);
 
 /* prefix.c */
 flint_prefix_cache *flint_prefix_new(int n_blocks);

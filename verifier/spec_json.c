@@ -45,6 +45,12 @@ int flint_spec_config_parse(const char *json, flint_engine_options *o, char **ow
                 goto done;
             }
             o->draft_greedy = !strcmp(it->valuestring, "greedy");
+        } else if (!strcmp(k, "dynamic_draft")) { /* flint: DSpark's confidence-scheduled draft lengths */
+            if (!cJSON_IsBool(it)) {
+                flint_err_set(err, FLINT_ERR_INVALID, "speculative config: dynamic_draft must be true or false");
+                goto done;
+            }
+            o->dynamic_draft = cJSON_IsTrue(it);
         } else {
             flint_err_set(err, FLINT_ERR_INVALID, "speculative config: unknown key \"%s\"", k);
             goto done;

@@ -98,9 +98,12 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     for (int i = 0; i < e->o.max_seqs; i++) {
         session *s = &e->ss[i];
         s->k = 0;
+        s->di = -1;
         if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
+        R++; /* the anchor's row */
         s->k = draft_len(e, s);
         if (s->k > 0) {
+            s->di = n_d;
             e->dreqs[n_d] = (flint_drafter_req){.anchor = s->anchor, .pos = s->pos, .seq = i, .n_draft = s->k,
                                                 .temperature = s->p.sampling.temperature,
                                                 .greedy = e->o.draft_greedy, .seed = s->p.sampling.seed};
@@ -108,11 +111,16 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         }
     }
     if (n_d > 0) {
-        flint_drafter_out out = {.tokens = e->drafts, .q = e->o.draft_greedy ? NULL : e->q};
+        flint_drafter_out out = {.tokens = e->drafts, .q = e->o.draft_greedy ? NULL : e->q,
+                                 .confidence = e->conf};
         if (flint_drafter_draft(e->dft, n_d, e->dreqs, e->tables, e->o.max_seqs, &out, err)) return -1;
+        if (e->o.dynamic_draft) {
+            flint_engine_schedule_drafts(e, R, n_d);
+            for (int d = 0; d < n_d; d++) e->ss[e->dreq_sid[d]].k = e->dlen[d];
+        }
     }
     /* verify rows: [anchor, drafts] per running session */
-    int di = 0;
+    R = 0;
     for (int i = 0; i < e->o.max_seqs; i++) {
         session *s = &e->ss[i];
         if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
@@ -122,13 +130,12 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         e->row_seq[R] = i;
         R++;
         if (s->k > 0) {
-            const int32_t *x = e->drafts + (size_t)di * e->dmax;
+            const int32_t *x = e->drafts + (size_t)s->di * e->dmax;
             for (int j = 0; j < s->k; j++, R++) {
                 e->row_tok[R] = x[j];
                 e->row_pos[R] = s->pos + 1 + j;
                 e->row_seq[R] = i;
             }
-            di++; /* drafts and q are indexed in session order */
         }
     }
     if (R == 0) return 0;
@@ -141,7 +148,6 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
 
     /* accept, emit, and gather the context rows to commit */
     int C = 0;
-    di = 0;
     for (int i = 0; i < e->o.max_seqs; i++) {
         session *s = &e->ss[i];
         if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
@@ -153,10 +159,9 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
             out[0] = flint_sampler_sample(&s->p.sampling, lg, e->V, s->pos + 1, &e->sc);
             acc = 0;
         } else {
-            const float *q = e->o.draft_greedy ? NULL : e->q + (size_t)di * e->dmax * e->V;
+            const float *q = e->o.draft_greedy ? NULL : e->q + (size_t)s->di * e->dmax * e->V;
             acc = flint_accept_draft(&s->p.sampling, k, e->row_tok + r0 + 1, q, lg, e->V, s->pos + 1, &e->sc, out);
             if (e->o.synthetic) acc = synthetic_accept(e, s, k, e->row_tok + r0 + 1, lg, out);
-            di++;
         }
         for (int j = 0; j <= acc; j++) flint_engine_logprobs(e, s, j, lg + (size_t)j * e->V, out[j]);
         int kept = flint_engine_emit(e, s, out, acc + 1, err);
