@@ -612,6 +612,34 @@ int flint_tensor_to_f32(const flint_tensor_info *t, float *dst, size_t n, flint_
     }
 }
 
+int flint_st_load_f32(const flint_st *st, const char *owner, const char *name, int64_t rows, int64_t cols, int64_t r0,
+                      int64_t nr, int64_t c0, int64_t nc, float *dst, flint_err *err) {
+    const flint_tensor_info *ti = flint_st_find(st, name);
+    if (!ti) return flint_err_set(err, FLINT_ERR_FORMAT, "%s: tensor '%s' is missing from the safetensors files", owner,
+                                  name);
+    if (ti->dtype != FLINT_DT_F32 && ti->dtype != FLINT_DT_F16 && ti->dtype != FLINT_DT_BF16)
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are "
+                             "supported", ti->file, name, flint_dtype_name(ti->dtype));
+    int64_t shape[2] = {rows, cols};
+    if (!flint_st_expect(st, name, cols ? 2 : 1, shape, err)) return -1;
+    if (!cols) cols = 1, c0 = 0, nc = 1;
+    FLINT_ASSERT(r0 >= 0 && nr >= 0 && r0 + nr <= rows && c0 >= 0 && nc >= 0 && c0 + nc <= cols);
+    if (c0 == 0 && nc == cols) { /* whole rows: one contiguous run */
+        flint_tensor_info part = *ti;
+        part.data = (const unsigned char *)ti->data + (size_t)r0 * (size_t)cols * (ti->dtype == FLINT_DT_F32 ? 4 : 2);
+        part.numel = nr * cols;
+        return flint_tensor_to_f32(&part, dst, (size_t)part.numel, err);
+    }
+    size_t es = ti->dtype == FLINT_DT_F32 ? 4 : 2;
+    for (int64_t i = 0; i < nr; i++) {
+        flint_tensor_info part = *ti;
+        part.data = (const unsigned char *)ti->data + ((size_t)(r0 + i) * (size_t)cols + (size_t)c0) * es;
+        part.numel = nc;
+        if (flint_tensor_to_f32(&part, dst + (size_t)i * (size_t)nc, (size_t)nc, err)) return -1;
+    }
+    return 0;
+}
+
 /* ==== writing ==== */
 
 typedef struct sbuf {

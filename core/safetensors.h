@@ -66,6 +66,13 @@ const flint_tensor_info *flint_st_expect(const flint_st *st, const char *name, i
 /* Convert a float tensor (f32/f16/bf16) to f32; n must equal numel. */
 int flint_tensor_to_f32(const flint_tensor_info *t, float *dst, size_t n, flint_err *err);
 
+/* The float tensor `name` (F32, F16 or BF16) of shape [rows][cols] ([rows] when cols == 0),
+ * rows [r0, r0 + nr) x columns [c0, c0 + nc) of it converted to f32 into dst [nr][nc]: the whole
+ * tensor (r0 = c0 = 0, nr = rows, nc = cols, or nc = 0 for 1-D), or a tensor-parallel shard.
+ * Errors name `owner` (the model directory), the tensor and what is wrong. */
+int flint_st_load_f32(const flint_st *st, const char *owner, const char *name, int64_t rows, int64_t cols, int64_t r0,
+                      int64_t nr, int64_t c0, int64_t nc, float *dst, flint_err *err);
+
 /* Exact conversions used across the project. */
 float flint_bf16_to_f32(uint16_t h);
 uint16_t flint_f32_to_bf16(float f); /* round to nearest even; NaN stays NaN */

@@ -81,10 +81,6 @@ static void carve(flint_drafter *d, flint_arena *a, int own_embed, int own_head)
     }
 }
 
-/* Rows [r0, r0 + nr) x columns [c0, c0 + nc) of a [rows][cols] tensor: a rank's shard. */
-static int load_slice(const flint_st *st, const char *dir, const char *name, int64_t rows, int64_t cols, int64_t r0,
-                      int64_t nr, int64_t c0, int64_t nc, float *dst, flint_err *err);
-
 /* This rank's share, as the target splits it (target.c shares()). */
 static int shares(flint_drafter *d, const flint_target *target, flint_err *err) {
     const flint_drafter_config *c = &d->cfg;
@@ -113,41 +109,13 @@ static int shares(flint_drafter *d, const flint_target *target, flint_err *err) 
 
 static int load(const flint_st *st, const char *dir, const char *name, int64_t rows, int64_t cols, float *dst,
                 flint_err *err) {
-    const flint_tensor_info *ti = flint_st_find(st, name);
-    if (!ti)
-        return flint_err_set(err, FLINT_ERR_FORMAT, "%s: tensor '%s' is missing from the drafter checkpoint", dir,
-                             name);
-    if (ti->dtype != FLINT_DT_F32 && ti->dtype != FLINT_DT_F16 && ti->dtype != FLINT_DT_BF16)
-        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are "
-                             "supported", ti->file, name, flint_dtype_name(ti->dtype));
-    int64_t shape[2] = {rows, cols};
-    if (!flint_st_expect(st, name, cols ? 2 : 1, shape, err)) return -1;
-    return flint_tensor_to_f32(ti, dst, (size_t)ti->numel, err);
+    return flint_st_load_f32(st, dir, name, rows, cols, 0, rows, 0, cols, dst, err);
 }
 
+/* Rows [r0, r0 + nr) x columns [c0, c0 + nc) of a [rows][cols] tensor: a rank's shard. */
 static int load_slice(const flint_st *st, const char *dir, const char *name, int64_t rows, int64_t cols, int64_t r0,
                       int64_t nr, int64_t c0, int64_t nc, float *dst, flint_err *err) {
-    if (r0 == 0 && nr == rows && c0 == 0 && nc == cols) return load(st, dir, name, rows, cols, dst, err);
-    const flint_tensor_info *ti = flint_st_find(st, name);
-    if (!ti)
-        return flint_err_set(err, FLINT_ERR_FORMAT, "%s: tensor '%s' is missing from the drafter checkpoint", dir,
-                             name);
-    if (ti->dtype != FLINT_DT_F32 && ti->dtype != FLINT_DT_F16 && ti->dtype != FLINT_DT_BF16)
-        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are "
-                             "supported", ti->file, name, flint_dtype_name(ti->dtype));
-    int64_t shape[2] = {rows, cols};
-    if (!flint_st_expect(st, name, 2, shape, err)) return -1;
-    size_t es = ti->dtype == FLINT_DT_F32 ? 4 : 2;
-    for (int64_t i = 0; i < nr; i++) {
-        flint_tensor_info part = *ti;
-        part.data = (const char *)ti->data + ((size_t)(r0 + i) * (size_t)cols + (size_t)c0) * es;
-        part.numel = nc;
-        part.nbytes = (size_t)nc * es;
-        part.ndim = 1;
-        part.shape[0] = nc;
-        if (flint_tensor_to_f32(&part, dst + (size_t)i * (size_t)nc, (size_t)nc, err)) return -1;
-    }
-    return 0;
+    return flint_st_load_f32(st, dir, name, rows, cols, r0, nr, c0, nc, dst, err);
 }
 
 static int load_weights(flint_drafter *d, const flint_st *st, const char *dir, int own_embed, int own_head,

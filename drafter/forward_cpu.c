@@ -114,18 +114,8 @@ static void block_attention(flint_drafter *d, int l, int n_reqs, const flint_dra
     }
 }
 
-/* As the target's row_parallel (target/forward_cpu.c): x += w . in, summed over the ranks. */
 static int row_parallel(flint_drafter *d, const float *w, const float *in, int n_in, int R) {
-    int H = d->cfg.hidden_size;
-    const flint_tp_comm *tp = d->opts.tp;
-    if (!tp) {
-        flint_ops_matmul(d->s.x, H, in, n_in, w, R, n_in, H, 1, d->n_threads);
-        return 0;
-    }
-    flint_ops_matmul(d->s.part, H, in, n_in, w, R, n_in, H, 0, d->n_threads);
-    if (tp->all_reduce(tp->ctx, d->s.part, (size_t)R * H)) return -1;
-    for (size_t i = 0; i < (size_t)R * H; i++) d->s.x[i] += d->s.part[i];
-    return 0;
+    return flint_ops_row_parallel(d->s.x, d->s.part, in, n_in, w, R, d->cfg.hidden_size, d->opts.tp, d->n_threads);
 }
 
 /* The block forward up to the base logits U; -1 when a collective failed (tensor parallel). */

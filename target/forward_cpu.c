@@ -138,23 +138,9 @@ static void rmsnorm_rows(flint_target *t, float *y, const float *x, const float 
         flint_ops_rmsnorm(y + (size_t)r * H, x + (size_t)r * H, w, H, t->cfg.rms_norm_eps);
 }
 
-/* x += w . in for a projection whose input features are split over the ranks (o_proj over
- * heads, down_proj over the intermediate rows): each rank adds its partial product, summed over
- * ranks in rank order by the all-reduce. Without tensor parallelism the product goes straight
- * into x, and with one rank the partial-then-add path gives the same bits (matmul accumulates
- * the finished dot product into y in both cases). */
 static int row_parallel(flint_target *t, const float *w, const float *in, int n_in, int R, flint_err *err) {
-    int H = t->cfg.hidden_size;
-    const flint_tp_comm *tp = t->opts.tp;
-    if (!tp) {
-        flint_ops_matmul(t->s.x, H, in, n_in, w, R, n_in, H, 1, t->n_threads);
-        return 0;
-    }
-    flint_ops_matmul(t->s.part, H, in, n_in, w, R, n_in, H, 0, t->n_threads);
-    if (tp->all_reduce(tp->ctx, t->s.part, (size_t)R * H))
-        return flint_err_set(err, FLINT_ERR_IO, "target forward: rank %d: an all-reduce failed", tp->rank);
-    size_t n = (size_t)R * H;
-    for (size_t i = 0; i < n; i++) t->s.x[i] += t->s.part[i];
+    if (flint_ops_row_parallel(t->s.x, t->s.part, in, n_in, w, R, t->cfg.hidden_size, t->opts.tp, t->n_threads))
+        return flint_err_set(err, FLINT_ERR_IO, "target forward: rank %d: an all-reduce failed", t->opts.tp->rank);
     return 0;
 }
 

@@ -9,6 +9,7 @@
  * mode (-std=c11, CMAKE_C_EXTENSIONS OFF) makes gcc default to -ffp-contract=off; for clang we
  * say so explicitly. */
 #include "target/ops_cpu.h"
+#include "target/target.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -159,4 +160,16 @@ void flint_ops_rope_table(float *cos_t, float *sin_t, int n_pos, int head_dim, f
             sin_t[(size_t)p * half + i] = (float)sin((double)a);
         }
     }
+}
+
+int flint_ops_row_parallel(float *x, float *part, const float *in, int n_in, const float *w, int R, int H,
+                           const flint_tp_comm *tp, int n_threads) {
+    if (!tp) {
+        flint_ops_matmul(x, H, in, n_in, w, R, n_in, H, 1, n_threads);
+        return 0;
+    }
+    flint_ops_matmul(part, H, in, n_in, w, R, n_in, H, 0, n_threads);
+    if (tp->all_reduce(tp->ctx, part, (size_t)R * H)) return -1;
+    for (size_t i = 0; i < (size_t)R * H; i++) x[i] += part[i];
+    return 0;
 }

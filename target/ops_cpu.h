@@ -15,6 +15,15 @@ float flint_ops_dot(const float *a, const float *b, int n);
 
 /* y[r * ldy + o] (+)= dot(x + r * ldx, w + o * n_in, n_in) for r < n_rows, o < n_out.
  * accumulate: add to y (a residual add) instead of storing. Threads split the outputs. */
+/* x[R][H] += in[R][n_in] . w[H][n_in]^T for a projection whose input features are split over
+ * tensor-parallel ranks (o_proj over heads, down_proj over intermediate rows): each rank's partial
+ * product goes to part[R][H], is summed over the ranks in rank order by tp->all_reduce, then added
+ * to x. tp NULL: straight into x. With one rank both give the same bits (matmul adds the finished
+ * dot product to y). Returns -1 when the all-reduce failed. */
+struct flint_tp_comm;
+int flint_ops_row_parallel(float *x, float *part, const float *in, int n_in, const float *w, int R, int H,
+                           const struct flint_tp_comm *tp, int n_threads);
+
 void flint_ops_matmul(float *y, int ldy, const float *x, int ldx, const float *w, int n_rows, int n_in,
                       int n_out, int accumulate, int n_threads);
 

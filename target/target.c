@@ -167,45 +167,14 @@ typedef struct loader {
     const char *dir;
 } loader;
 
-/* Find `name`, check dtype and shape ([rows] when cols == 0, else [rows][cols]), convert into dst. */
 static int load(const loader *ld, const char *name, int64_t rows, int64_t cols, float *dst, flint_err *err) {
-    const flint_tensor_info *ti = flint_st_find(ld->st, name);
-    if (!ti)
-        return flint_err_set(err, FLINT_ERR_FORMAT, "%s: tensor '%s' is missing from the safetensors files", ld->dir,
-                             name);
-    if (ti->dtype != FLINT_DT_F32 && ti->dtype != FLINT_DT_F16 && ti->dtype != FLINT_DT_BF16)
-        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are "
-                             "supported", ti->file, name, flint_dtype_name(ti->dtype));
-    int64_t shape[2] = {rows, cols};
-    if (!flint_st_expect(ld->st, name, cols ? 2 : 1, shape, err)) return -1;
-    return flint_tensor_to_f32(ti, dst, (size_t)ti->numel, err);
+    return flint_st_load_f32(ld->st, ld->dir, name, rows, cols, 0, rows, 0, cols, dst, err);
 }
 
-/* Rows [r0, r0 + nr) x columns [c0, c0 + nc) of the [rows][cols] tensor `name` into dst
- * [nr][nc]: a rank's shard. The whole tensor's shape is checked first. */
+/* Rows [r0, r0 + nr) x columns [c0, c0 + nc) of a [rows][cols] tensor: a rank's shard. */
 static int load_slice(const loader *ld, const char *name, int64_t rows, int64_t cols, int64_t r0, int64_t nr,
                       int64_t c0, int64_t nc, float *dst, flint_err *err) {
-    if (r0 == 0 && nr == rows && c0 == 0 && nc == cols) return load(ld, name, rows, cols, dst, err);
-    const flint_tensor_info *ti = flint_st_find(ld->st, name);
-    if (!ti)
-        return flint_err_set(err, FLINT_ERR_FORMAT, "%s: tensor '%s' is missing from the safetensors files", ld->dir,
-                             name);
-    if (ti->dtype != FLINT_DT_F32 && ti->dtype != FLINT_DT_F16 && ti->dtype != FLINT_DT_BF16)
-        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are "
-                             "supported", ti->file, name, flint_dtype_name(ti->dtype));
-    int64_t shape[2] = {rows, cols};
-    if (!flint_st_expect(ld->st, name, 2, shape, err)) return -1;
-    size_t es = ti->dtype == FLINT_DT_F32 ? 4 : 2;
-    for (int64_t i = 0; i < nr; i++) {
-        flint_tensor_info part = *ti;
-        part.data = (const char *)ti->data + ((size_t)(r0 + i) * (size_t)cols + (size_t)c0) * es;
-        part.numel = nc;
-        part.nbytes = (size_t)nc * es;
-        part.ndim = 1;
-        part.shape[0] = nc;
-        if (flint_tensor_to_f32(&part, dst + (size_t)i * (size_t)nc, (size_t)nc, err)) return -1;
-    }
-    return 0;
+    return flint_st_load_f32(ld->st, ld->dir, name, rows, cols, r0, nr, c0, nc, dst, err);
 }
 
 static int load_weights(flint_target *t, const loader *ld, flint_err *err) {
