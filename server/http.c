@@ -250,6 +250,7 @@ static void start_job(flint_server *s, struct evhttp_request *req, flint_api_req
         evhttp_add_header(h, "X-Request-Id", j->id);
         evhttp_send_reply_start(req, 200, "OK");
         j->started = 1;
+        j->t_sent = flint_server_now();
         /* Bound the kernel's share of a stream's backlog too: without this, send-buffer
          * autotuning can swallow megabytes for a client that never reads, and the stream buffer
          * limit below would only ever see what the kernel refused. */
@@ -383,6 +384,7 @@ static void send_chunk(flint_server_job *j, const flint_sbuf *b) {
     evbuffer_add(eb, b->p, b->n);
     evhttp_send_reply_chunk(j->req, eb);
     evbuffer_free(eb);
+    j->t_sent = flint_server_now();
 }
 
 static size_t unsent_bytes(flint_server_job *j) {
@@ -725,10 +727,17 @@ void flint_server_on_wake(flint_server *s) {
 
 /* A client that closed its socket while its request is waiting or being generated: libevent
  * notices only when it next writes or reads, so the tick peeks at the socket. A stream writes
- * every step and is noticed by libevent itself; this covers queued and non-streamed requests. */
+ * every step and is noticed by libevent itself; this covers queued and non-streamed requests.
+ * A stream that has nothing to send yet (queued, or a long prompt still prefilling) gets an SSE
+ * comment every half timeout: libevent re-arms a streaming connection's timeout only when it
+ * writes, so without them the stream would be closed before its first token. Clients skip
+ * comment lines (the SSE format; the openai SDK does). */
 void flint_server_check_clients(flint_server *s) {
+    double now = flint_server_now(), beat = s->o.http_timeout_s / 2.0;
+    static const flint_sbuf ping = {(char *)": keep-alive\n\n", 14, 0};
     for (flint_server_job *j = s->jobs; j; j = j->next) {
         if (j->done || j->gone || !j->evcon || atomic_load(&j->cancel)) continue;
+        if (j->started && now - j->t_sent >= beat && unsent_bytes(j) == 0) send_chunk(j, &ping);
         struct bufferevent *bev = evhttp_connection_get_bufferevent(j->evcon);
         evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
         if (fd < 0) continue;

@@ -160,6 +160,7 @@ struct flint_server_job {
     struct evhttp_request *req;
     struct evhttp_connection *evcon;  /* NULL once libevent closed the connection */
     int started;                      /* stream: reply_start sent */
+    double t_sent;                    /* stream: when bytes last went out (keep-alive comments) */
     int muted;                        /* stream: stop writing (slow client) */
     int gone;                         /* the client left */
     flint_cancel_reason cancel_reason;

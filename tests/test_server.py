@@ -19,7 +19,8 @@ sockets. Groups:
   notready    503 from /health and /v1/* until the model is loaded
   auth        --api-key and FLINT_API_KEY: missing, wrong and right keys
   timeouts    stalled headers / body are closed; long generations are not; a client that does not
-              read is cancelled without stalling the others
+              read is cancelled without stalling the others; a stream waiting longer than the timeout
+              for its first token is kept open by SSE keep-alive comments
   disconnect  32 streams cut mid-way free their slots and KV blocks within a second; a queued
               request whose client left is cancelled too
   shutdown    SIGTERM: no new connections, in-flight streams finish (or end with an SSE error after
@@ -734,6 +735,24 @@ def group_timeouts():
     stalled.close()
     if not check("not reading" in srv.text(), "the log says why"):
         print(srv.text()[-3000:], file=sys.stderr)
+    check(srv.stop() == 0, "exit 0")
+    # a stream whose first token is further away than the timeout (here: queued behind a long
+    # request on a one-slot server) is kept open by SSE comments and ends complete
+    srv = Server("--timeout", "1", "--max-num-seqs", "1")
+    port = srv.port
+    ahead = [threading.Thread(target=lambda: post(port, CMPL, {"prompt": "Once", "max_tokens": 480, "ignore_eos": True}))
+             for _ in range(8)]
+    for t in ahead:
+        t.start()
+    time.sleep(0.3)
+    t0 = time.time()
+    s, h, d = request(port, "POST", CMPL, {"prompt": "Once", "max_tokens": 5, "stream": True})
+    waited = time.time() - t0
+    for t in ahead:
+        t.join()
+    text = d.decode(errors="replace")
+    check(s == 200 and text.rstrip().endswith("data: [DONE]") and ": keep-alive" in text and waited > 1.5,
+          f"a stream queued {waited:.1f} s behind a 1 s timeout stays open with keep-alive comments ({text[-120:]!r})")
     check(srv.stop() == 0, "exit 0")
 
 
