@@ -19,6 +19,9 @@ foreach(group default multiturn api stream robust notready auth timeouts disconn
            COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_server.py $<TARGET_FILE:flint> ${CMAKE_SOURCE_DIR} ${group})
   set_tests_properties(test_server_${group} PROPERTIES LABELS "cpu;server" TIMEOUT 600)
 endforeach()
+# multiturn prefills 2,000-token prompts: a minute normally, three under ASan, which adds nothing
+# there that the other groups do not cover (the ASan run skips slow)
+set_tests_properties(test_server_multiturn PROPERTIES LABELS "cpu;server;slow")
 
 add_test(NAME test_server_load
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_server.py $<TARGET_FILE:flint> ${CMAKE_SOURCE_DIR} load)
