@@ -4,7 +4,8 @@
 #   test_server_<group>   the HTTP API end to end against a live `flint serve` on a converted
 #                         stories260K with a random DSpark drafter (tests/test_server.py GROUP):
 #                         api (openai SDK, curl), stream (equivalence), robust (4xx/429), notready,
-#                         auth, timeouts, disconnect, shutdown
+#                         auth, timeouts, disconnect, shutdown; default and multiturn serve the
+#                         embedded pair (models/flint-tiny + flint-tiny-dspark)
 #   test_server_load      256 streaming clients for 60 s with `flint load` (label "slow" too)
 # The fuzz target for the request parser is built and run by tests/fuzz/run.sh (clang, libFuzzer).
 if(NOT TARGET flint_server)
