@@ -18,7 +18,8 @@
 # in --out. --reference (needs torch) also runs the cards' reference loop, drafter/train/specloop.py,
 # on this machine's CPU: both drafters and sets at T = 0 (per-prompt outputs compared with flint's)
 # and at T = 1 with seeds 1234 (the cards' run) and 1..3 (the spread of the pooled AL that sampling
-# alone gives on fixed prompts); it writes reference.json (about 40 min on 2 cores). Run from anywhere; paths in the reports are relative to the repository root.
+# alone gives on fixed prompts); it writes reference.json (about 50 min on 2 cores). Run from
+# anywhere; paths in the reports are relative to the repository root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FLINT=build/flint OUT=docs/evals THREADS=0 BATCH=16 INDEX_ONLY=0 REFERENCE=0
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
     --batch-size) BATCH="$2"; shift 2 ;;
     --index-only) INDEX_ONLY=1; shift ;;
     --reference) REFERENCE=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "eval_embedded.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -156,9 +157,13 @@ def load(name):
     return json.load(open(os.path.join(out, name + ".json")))
 
 def card_al(per_prompt, reps=2000, level=0.95):
-    """AL as the cards define it: tokens emitted by verify steps / verify steps, pooled (the prefill
-    token excluded: output_tokens - 1 per prompt). Percentile bootstrap over prompts."""
-    e = [p["output_tokens"] - 1 for p in per_prompt if p["output_tokens"] > 0]
+    """AL as the cards define it: tokens emitted by verify steps / verify steps, pooled. Per prompt the
+    tokens of its verify steps are min(output_tokens - 1, steps + accepted): the prefill token is not
+    one, a step whose accepted drafts end in EOS emits no bonus token (output_tokens - 1 =
+    steps + accepted - 1), and the last token before the 256 cap may come from a step with no drafts
+    left to make (K = 0, not counted in steps; output_tokens - 1 = steps + accepted + 1).
+    Percentile bootstrap over prompts."""
+    e = [min(p["output_tokens"] - 1, p["steps"] + p["accepted"]) for p in per_prompt if p["output_tokens"] > 0]
     s = [p["steps"] for p in per_prompt if p["output_tokens"] > 0]
     rng, n, boot = random.Random(12345), len(e), []
     for _ in range(reps):
@@ -199,8 +204,12 @@ for arm in ARMS:
                 r = ref[f"{arm}/{ds}/T0/seed1234"]
                 n = len(pp)
                 same = sum(p["output_hash"] == h for p, h in zip(pp, r["output_hash"]))
-                same_steps = sum(p["steps"] == x for p, x in zip(pp, r["steps_per_prompt"]))
-                ref0_rows.append(f"| {arm} | {ds} | {same} / {n} | {same_steps} / {n} | {c['al']:.4f} | "
+                stop = [(p, x) for p, x in zip(pp, r["steps_per_prompt"]) if p["finish_reason"] == "stop"]
+                cut = [(p, x) for p, x in zip(pp, r["steps_per_prompt"]) if p["finish_reason"] != "stop"]
+                same_stop = sum(p["steps"] == x for p, x in stop)
+                same_cut = sum(p["steps"] == x for p, x in cut)
+                ref0_rows.append(f"| {arm} | {ds} | {same} / {n} | {same_stop} / {len(stop)} | {same_cut} / {len(cut)} | "
+                                 f"{c['al']:.4f} | "
                                  f"{r['al']:.4f} | {al:.4f} | {r['eot_outputs']} |")
             else:
                 seeds = [ref[f"{arm}/{ds}/T1/seed{x}"]["al"] for x in (1234, 1, 2, 3)]
@@ -239,10 +248,10 @@ text = (
     "no system prompt, `<|im_start|>assistant\\n` generation prompt). The card's AL is tokens emitted by "
     "verify steps / verify steps, pooled (bonus or correction token counted, the prefill token not). "
     "flint's column \"AL, card definition\" is the same quantity from flint's per-prompt JSON "
-    "((output_tokens - 1) / steps, pooled; percentile bootstrap over prompts, 2000 resamples). "
-    "It differs from flint's own AL (1 + accepted / steps) only on steps whose accepted drafts include "
-    f"EOS: no bonus token follows, so the card counts a tokens and flint's own AL a + 1 ({min(defdiff):+.3f} to "
-    f"{max(defdiff):+.3f} here). "
+    "(min(output_tokens - 1, steps + accepted) / steps, pooled; percentile bootstrap over prompts, 2000 "
+    "resamples). It differs from flint's own AL (1 + accepted / steps) only on steps whose accepted drafts "
+    "include EOS: no bonus token follows, so the card counts a tokens and flint's own AL a + 1 "
+    f"({min(defdiff):+.3f} to {max(defdiff):+.3f} here). "
     "Agree = the card's AL lies inside flint's 95% interval.\n\n"
     "| drafter | set | prompts card / flint | T | card AL | flint AL, card definition [95% CI] | agree | "
     "flint - card | flint AL (1 + acc/steps) | card AL per prompt ± 95% | flint AL per prompt | "
@@ -253,12 +262,19 @@ if ref is not None:
     text += (
         "### The reference loop on this machine (`--reference`)\n\n"
         "`drafter/train/specloop.py` run again on this CPU (fp32, torch "
-        f"{json.load(open(ref_path))['torch']}), stop tokens `<|im_end|>` and `<|endoftext|>` as in the cards' run.\n\n"
+        f"{json.load(open(ref_path))['torch']}, {json.load(open(ref_path))['threads']} threads, "
+        f"{round(sum(r['seconds'] for r in ref.values()) / 60)} min for the 20 runs), stop tokens `<|im_end|>` and "
+        "`<|endoftext|>` as in the cards' run. With seed 1234 it reproduces "
+        + ("every card's AL, verify steps and tokens exactly" if all(
+            (ref[f"{a}/{d}/T{t}/seed1234"]["steps"], ref[f"{a}/{d}/T{t}/seed1234"]["tokens"]) ==
+            (cards[f"{a}/{d}/T{t}"]["steps"], cards[f"{a}/{d}/T{t}"]["tokens"]) for a in ARMS for d in SETS for t in TEMPS)
+           else "the cards' numbers only approximately (see the tables)") + ".\n\n"
         "Temperature 0: per-prompt outputs compared by flint's output hash (FNV-1a of the token ids, first token "
         "and EOS included) and verify steps per prompt.\n\n"
-        "| drafter | set | identical outputs | same verify steps | card AL (H200) | reference AL (this CPU) | "
-        "flint AL, card definition | reference outputs holding `<\\|endoftext\\|>` |\n"
-        "|---|---|---|---|---|---|---|---|\n" + "\n".join(ref0_rows) + "\n\n"
+        "| drafter | set | identical outputs | same verify steps: prompts ending at EOS | same verify steps: "
+        "prompts cut at 256 tokens | card AL (H200) | reference AL (this CPU) | flint AL, card definition | "
+        "reference outputs holding `<\\|endoftext\\|>` |\n"
+        "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(ref0_rows) + "\n\n"
         "Temperature 1 / top-p 0.95: the two loops draw different random numbers, so their pooled ALs on "
         "fixed prompts differ by sampling noise alone. The reference with seed 1234 (the cards' run) and three more "
         "seeds gives that noise; flint's AL should fall in the 95% prediction interval of one more draw "
@@ -275,7 +291,10 @@ text += (
     "- Stop tokens: specloop stops at `<|im_end|>` or `<|endoftext|>`; flint at the model's "
     "`eos_token_id` (config.json / generation_config.json: `<|im_end|>` only).\n"
     "- The 256-token cap: specloop drafts K = 7 on every step and counts the tokens of its last step even past "
-    "the cap (cut afterwards); flint shortens the last drafts so that a step never passes the cap.\n\n"
+    "the cap (cut afterwards); flint shortens the last drafts so that a step never passes the cap, and when one "
+    "token is left it is sampled by a step without drafts, which is not a verify step in flint's statistics. "
+    "So prompts cut at 256 tokens can differ by one verify step and a few tokens at the end; on the prompts "
+    "that end at EOS the greedy verify steps agree one for one.\n\n"
     "## DSpark (A) vs DFlash (B), GSM8K 100 prompts\n\n"
     "flint ab: both drafters on the same prompts and seeds; a difference is called only when the Wilcoxon "
     "signed-rank p < 0.05 and the bootstrap CI of the mean paired per-prompt AL difference excludes 0.\n\n"
