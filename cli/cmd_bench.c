@@ -9,6 +9,9 @@
 #include "core/log.h"
 #include "evals/evals.h"
 
+#ifndef FLINT_TOOLS_DIR
+#define FLINT_TOOLS_DIR "tools"
+#endif
 #ifndef FLINT_DEFAULT_MODEL
 #define FLINT_DEFAULT_MODEL "models/flint-tiny"
 #endif
@@ -34,6 +37,14 @@ static void usage(FILE *f) {
             "  --temperature T, --top-p P, --top-k K, --min-p P, --seed S   sampling (default greedy)\n"
             "  --dataset D                 prompt text source (default sharegpt); --data-dir DIR\n"
             "  --output FILE               write FILE (JSON) and FILE's .svg sibling\n"
+            "  --device cpu|cuda           where the target runs (default cpu); --enforce-eager: no CUDA graphs\n"
+            "  --load-format dummy --model-shape NAME   (with --device cuda) time the CUDA target's verify step at a\n"
+            "                              real model's shape (qwen3-8b, qwen3-0.6b) with random weights and KV, over\n"
+            "                              --batch-sizes x --q (default 1,8) at --context, against the PyTorch decoder\n"
+            "                              of the same shape run in the same invocation\n"
+            "  --tensor-parallel-size N    cuda: the target sharded over GPUs 0..N-1 through NCCL (dummy: all-reduce\n"
+            "                              time per step measured alone too)\n"
+            "  --baseline SCRIPT|none      the PyTorch baseline (default " FLINT_TOOLS_DIR "/torch_baseline.py)\n"
             "  --threads N, --quiet, --log-level L\n");
 }
 
@@ -45,6 +56,7 @@ int flint_cmd_bench(int argc, char **argv) {
     o.model_dir = FLINT_DEFAULT_MODEL;
     o.default_drafter = FLINT_DEFAULT_MODEL "-dspark";
     o.data_dir = FLINT_DATA_DIR; /* <source>/evals/data; --data-dir overrides */
+    o.baseline = FLINT_TOOLS_DIR "/torch_baseline.py";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {

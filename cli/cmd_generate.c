@@ -33,6 +33,8 @@ typedef struct gen_options {
     int json;
     int threads;
     int device;
+    int enforce_eager;
+    int tensor_parallel_size;
     flint_sampling_params sp;
 } gen_options;
 
@@ -56,6 +58,8 @@ static void usage(FILE *f) {
             "  --ignore-eos           keep generating past end-of-sequence tokens\n"
             "  --threads N            CPU threads (default: every core)\n"
             "  --device D             cpu (default) or cuda: where the target model runs\n"
+            "  --enforce-eager        cuda: launch every kernel instead of replaying captured CUDA graphs\n"
+            "  --tensor-parallel-size N  cuda: shard the target over GPUs 0..N-1 through NCCL (default 1)\n"
             "  --json                 print one JSON object with text, token ids and timings\n"
             "  --log-level L          error | warn | info | debug\n");
 }
@@ -80,6 +84,7 @@ static int parse(int argc, char **argv, gen_options *o) {
             usage(stdout);
             exit(0);
         } else if (!strcmp(a, "--chat")) o->chat = 1;
+        else if (!strcmp(a, "--enforce-eager")) o->enforce_eager = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
         else if (a[0] == '-' && a[1] == '-') {
@@ -102,6 +107,8 @@ static int parse(int argc, char **argv, gen_options *o) {
                 if (flint_arg_u64(cmd, a, v, &o->sp.seed)) return -1;
             } else if (!strcmp(a, "--threads")) {
                 if (flint_arg_int(cmd, a, v, 0, 4096, &o->threads)) return -1;
+            } else if (!strcmp(a, "--tensor-parallel-size")) {
+                if (flint_arg_int(cmd, a, v, 1, 64, &o->tensor_parallel_size)) return -1;
             } else if (!strcmp(a, "--device")) {
                 if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
                     fprintf(stderr, "flint generate: --device must be cpu or cuda (got '%s')\n", v);
@@ -183,6 +190,8 @@ int flint_cmd_generate(int argc, char **argv) {
     eo.max_seqs = 1;
     eo.n_threads = o.threads;
     eo.device = o.device;
+    eo.enforce_eager = o.enforce_eager;
+    eo.tensor_parallel_size = o.tensor_parallel_size;
     if (o.spec_config && flint_spec_config_parse(o.spec_config, &eo, &drafter_dir, &err)) goto fail;
     if (!(e = flint_engine_open(&eo, &err))) goto fail;
     const flint_tokenizer *tok = flint_engine_tokenizer(e);

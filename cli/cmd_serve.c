@@ -54,6 +54,10 @@ static void usage(FILE *f, const flint_server_options *d) {
             "  --log-interval S         speculative summary line every S s at info level (default %.0f; 0 = off)\n"
             "  --threads N              engine CPU threads (default: every core but one)\n"
             "  --device D               cpu (default) or cuda: where the target model runs\n"
+            "  --gpu-memory-utilization F  cuda: size the KV pool so that F of the GPU's memory is in use (0-1;\n"
+            "                           default: room for --max-num-seqs requests of --max-model-len)\n"
+            "  --enforce-eager          cuda: launch every kernel instead of replaying captured CUDA graphs\n"
+            "  --tensor-parallel-size N cuda: shard the target over GPUs 0..N-1 through NCCL (default 1)\n"
             "  --log-level L            error | warn | info | debug (default info)\n",
             d->host, d->port, d->max_num_seqs, d->prefill_chunk, d->max_queue, d->http_timeout_s, d->max_body_bytes,
             d->max_header_bytes, d->stream_buffer_bytes, d->shutdown_grace_s, d->log_interval_s);
@@ -81,6 +85,8 @@ static int parse(int argc, char **argv, flint_server_options *o, int *have_model
             o->stream_token_by_token = 1;
         } else if (!strcmp(a, "--no-enable-prefix-caching") || !strcmp(a, "--enable-prefix-caching")) {
             o->enable_prefix_caching = !strcmp(a, "--enable-prefix-caching");
+        } else if (!strcmp(a, "--enforce-eager")) {
+            o->enforce_eager = 1;
         } else if (!strcmp(a, "--enable-auto-tool-choice")) {
             /* vLLM's flag, accepted for compatible command lines: --tool-call-parser enables tools */
         } else if (a[0] == '-' && a[1] == '-') {
@@ -122,6 +128,10 @@ static int parse(int argc, char **argv, flint_server_options *o, int *have_model
                     return -1;
                 }
                 o->device = !strcmp(v, "cuda");
+            } else if (!strcmp(a, "--tensor-parallel-size")) {
+                if (flint_arg_int(cmd, a, v, 1, 64, &o->tensor_parallel_size)) return -1;
+            } else if (!strcmp(a, "--gpu-memory-utilization")) {
+                if (flint_arg_float(cmd, a, v, 0, 0.99f, &o->gpu_memory_utilization)) return -1;
             } else if (!strcmp(a, "--threads")) {
                 if (flint_arg_int(cmd, a, v, 0, 4096, &o->threads)) return -1;
             } else if (!strcmp(a, "--debug-load-delay-ms")) { /* tests: a window in which /health is 503 */

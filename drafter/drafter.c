@@ -2,7 +2,9 @@
  * for fp32 weights, the context K/V pool (same block ids and block size as the target's KV) and
  * the scratch of the largest draft and encode calls. The embedding and LM head are taken from
  * the checkpoint when it stores copies, else shared with the target (the shipped drafters leave
- * them out to stay small; see models/flint-tiny-dspark/README.md). */
+ * them out to stay small; see models/flint-tiny-dspark/README.md). On CUDA (options.device) the
+ * host arena holds only the fp32 weights, long enough for forward_cuda.cu to upload them as
+ * bf16; the K/V pool and scratch live on the device. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +57,7 @@ static void carve(flint_drafter *d, flint_arena *a, int own_embed, int own_head)
         ly->w_gate_up = flint_arena_new(a, float, 2 * I * H);
         ly->w_down = flint_arena_new(a, float, H * I);
     }
+    if (d->opts.device != FLINT_TARGET_CPU) return; /* the CUDA drafter's state is on the device */
     flint_drafter_state *s = &d->s;
     s->k_cache = flint_arena_new(a, float, d->kv_layer_floats * c->n_layers);
     s->v_cache = flint_arena_new(a, float, d->kv_layer_floats * c->n_layers);
@@ -79,6 +82,27 @@ static void carve(flint_drafter *d, flint_arena *a, int own_embed, int own_head)
         s->part = flint_arena_new(a, float, R * H);
         s->upart = flint_arena_new(a, float, R * (size_t)d->nv);
     }
+}
+
+/* Where the drafter may run; the CUDA drafter shares the target's device tensors and stream. */
+static int check_device(const flint_drafter_options *o, const flint_target *target, flint_err *err) {
+    if (o->device != FLINT_TARGET_CPU && o->device != FLINT_TARGET_CUDA)
+        return flint_err_set(err, FLINT_ERR_INVALID, "drafter options: device %d is neither CPU (0) nor CUDA (1)",
+                             o->device);
+    if (o->device == FLINT_TARGET_CPU) return 0;
+#ifndef FLINT_HAVE_CUDA
+    (void)target;
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter: device cuda was asked for, but this build has no CUDA "
+                         "backend (no nvcc at configure time, or -DFLINT_CUDA=OFF)");
+#else
+    if (flint_target_get_options(target)->device != FLINT_TARGET_CUDA)
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter: device cuda needs the target on cuda too (it "
+                             "shares the target's device embedding, LM head and stream); the target runs on the CPU");
+    if (o->tp)
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter: tensor parallelism is not supported on cuda yet "
+                             "(CPU only in this version)");
+    return 0;
+#endif
 }
 
 /* This rank's share, as the target splits it (target.c shares()). */
@@ -203,6 +227,8 @@ flint_drafter *flint_drafter_open(const char *dir, const flint_target *target, c
     if (flint_drafter_config_load(dir, &d->cfg, err) || flint_drafter_config_check(dir, &d->cfg, tc, err)) goto fail;
     const flint_drafter_config *c = &d->cfg;
     d->opts = *opts;
+    if (check_device(opts, target, err)) goto fail;
+    int on_cuda = d->opts.device == FLINT_TARGET_CUDA;
     if (d->opts.max_reqs < 1 || d->opts.max_reqs > 4096) {
         flint_err_set(err, FLINT_ERR_INVALID, "drafter options: max_reqs %d is outside 1..4096", d->opts.max_reqs);
         goto fail;
@@ -244,7 +270,17 @@ flint_drafter *flint_drafter_open(const char *dir, const flint_target *target, c
     if (load_weights(d, st, dir, own_embed, own_head, err)) goto fail;
     flint_st_close(st);
     st = NULL;
-    flint_ops_rope_table(d->s.rope_cos, d->s.rope_sin, d->max_len + c->block_size, c->head_dim, c->rope_theta);
+    if (!on_cuda) {
+        flint_ops_rope_table(d->s.rope_cos, d->s.rope_sin, d->max_len + c->block_size, c->head_dim, c->rope_theta);
+    } else {
+#ifdef FLINT_HAVE_CUDA
+        if (flint_drafter_cuda_init(d, target, own_embed, own_head, err)) goto fail;
+#endif
+        /* the device holds the weights now: the fp32 host copies go (a later caller must not
+         * read d->w on the CUDA path) */
+        flint_arena_free(&d->arena);
+        memset(&d->w, 0, sizeof d->w);
+    }
 
     int n = snprintf(d->desc, sizeof d->desc, "DSpark (%s), %s layout, block %d, up to %d drafts, %d layers, taps [",
                      c->format == FLINT_DRAFT_FORMAT_DEEPSPEC ? "DeepSpec dense" : "speculators",
@@ -252,10 +288,18 @@ flint_drafter *flint_drafter_open(const char *dir, const flint_target *target, c
                      c->max_draft, c->n_layers);
     for (int i = 0; i < c->n_taps && n < (int)sizeof d->desc - 32; i++)
         n += snprintf(d->desc + n, sizeof d->desc - n, "%s%d", i ? "," : "", c->tap_layers[i]);
-    snprintf(d->desc + n, sizeof d->desc - n, "], markov rank %d, confidence head %s%s%s", c->markov_rank,
+    snprintf(d->desc + n, sizeof d->desc - n, "], markov rank %d, confidence head %s%s%s%s", c->markov_rank,
              c->has_confidence ? "yes" : "no", c->draft_vocab_size != c->vocab_size ? ", reduced vocab" : "",
-             own_embed && own_head ? "" : ", embedding/LM head shared with the target");
-    flint_log_info("drafter %s: %s; %.1f MiB", dir, d->desc, (double)bytes / (1 << 20));
+             own_embed && own_head ? "" : ", embedding/LM head shared with the target",
+             on_cuda ? ", on cuda" : "");
+    if (on_cuda) {
+#ifdef FLINT_HAVE_CUDA
+        bytes = flint_drafter_cuda_bytes(d);
+#endif
+        flint_log_info("drafter %s: %s; %.1f MiB on the device", dir, d->desc, (double)bytes / (1 << 20));
+    } else {
+        flint_log_info("drafter %s: %s; %.1f MiB", dir, d->desc, (double)bytes / (1 << 20));
+    }
     return d;
 fail:
     if (st) flint_st_close(st);
@@ -265,6 +309,16 @@ fail:
 
 void flint_drafter_close(flint_drafter *d) {
     if (!d) return;
+#ifdef FLINT_HAVE_CUDA
+    flint_drafter_cuda_free(d);
+#endif
     flint_arena_free(&d->arena);
     free(d);
 }
+
+#ifndef FLINT_HAVE_CUDA
+const float *flint_drafter_device_q(const flint_drafter *d) {
+    (void)d;
+    return NULL;
+}
+#endif

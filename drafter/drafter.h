@@ -1,9 +1,11 @@
 /* The DSpark block drafter (research/dspark.md sections 1-5): checkpoint formats (DeepSpec dense
  * and speculators), validation against the target, the context encoder (fc over concatenated
  * target taps -> hidden_norm -> per-layer K/V injected into a paged context cache), the block
- * backbone (non-causal over context + block), the Markov head and the confidence head, on the
- * CPU in fp32. The context cache is indexed by the same block ids as the target's KV cache:
- * both hold one entry per committed position of a sequence. */
+ * backbone (non-causal over context + block), the Markov head and the confidence head: on the
+ * CPU in fp32 (forward_cpu.c, the reference), or on a CUDA device with bf16 weights and context
+ * K/V and an fp32 residual stream (forward_cuda.cu; options.device). The context cache is indexed
+ * by the same block ids as the target's KV cache: both hold one entry per committed position of
+ * a sequence. */
 #ifndef FLINT_DRAFTER_DRAFTER_H
 #define FLINT_DRAFTER_DRAFTER_H
 
@@ -54,7 +56,12 @@ typedef struct flint_drafter_options {
     const flint_tp_comm *tp; /* tensor parallel rank (target.h), sharded like the target: heads, KV
                               * heads, intermediate rows, LM-head vocabulary rows; fc, norms and the
                               * Markov and confidence heads replicated, so every rank drafts the
-                              * same tokens. Needs draft vocab == vocab. NULL: whole drafter. */
+                              * same tokens. Needs draft vocab == vocab. NULL: whole drafter.
+                              * CPU only in this version. */
+    int device;              /* FLINT_TARGET_CPU (0, default) or FLINT_TARGET_CUDA (1): where encode
+                              * and draft run. CUDA needs the target on CUDA too (it shares the
+                              * target's device embedding, LM head and stream); inputs and outputs
+                              * of encode/draft stay host arrays. Numerics: forward_cuda.cu. */
 } flint_drafter_options;
 
 void flint_drafter_options_default(flint_drafter_options *o);
@@ -100,14 +107,21 @@ typedef struct flint_drafter_req {
 } flint_drafter_req;
 
 /* Outputs, each indexed [req][k] with stride max_draft (and [req][k][vocab] for q / logits).
- * q, logits, base_logits and confidence may be NULL when not wanted. */
+ * q, logits, base_logits and confidence may be NULL when not wanted. Entries k >= n_draft of a
+ * request (and q of a greedy request) are left as they were. */
 typedef struct flint_drafter_out {
     int32_t *tokens;     /* [n_reqs][max_draft] target-vocabulary ids */
     float *q;            /* [n_reqs][max_draft][vocab_size] draft distributions (probabilistic) */
     float *confidence;   /* [n_reqs][max_draft] sigmoid outputs; 1 when the head is absent */
     float *logits;       /* [n_reqs][max_draft][draft_vocab_size] Markov-corrected L_k (tests) */
     float *base_logits;  /* [n_reqs][max_draft][draft_vocab_size] U_k before the Markov bias (tests) */
+    int q_on_device;     /* CUDA drafter, q == NULL: compute q but leave it in device memory, at
+                          * flint_drafter_device_q (for the device-side acceptance) */
 } flint_drafter_out;
+
+/* The CUDA drafter's device copy of the last draft call's q: [max_reqs][max_draft][vocab_size],
+ * request i at i (rows of greedy requests and k >= n_draft are stale); NULL on the CPU. */
+const float *flint_drafter_device_q(const flint_drafter *d);
 
 int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
                         const int32_t *const *block_tables, int n_seqs, flint_drafter_out *out, flint_err *err);

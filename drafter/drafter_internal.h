@@ -6,6 +6,10 @@
 #include "core/arena.h"
 #include "drafter/drafter.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 int flint_drafter_config_load(const char *dir, flint_drafter_config *c, flint_err *err);
 int flint_drafter_config_check(const char *dir, const flint_drafter_config *c, const flint_target_config *t,
                                flint_err *err);
@@ -67,10 +71,43 @@ struct flint_drafter {
     int nh, nkv, ni, nv, h0, kv0, i0, v0;
     int q_dim, kv_dim;
     size_t kv_layer_floats;
-    flint_drafter_weights w;
-    flint_drafter_state s;
+    flint_drafter_weights w; /* CUDA: only while open uploads them, then freed with the arena */
+    flint_drafter_state s;   /* CPU only */
     flint_arena arena;
+    struct flint_drafter_cuda *cuda; /* device state when opts.device is CUDA (forward_cuda.cu), else NULL */
     char desc[512];
 };
+
+/* forward_cuda.cu (CUDA builds only). init uploads the host weights of d->w (bf16), takes the
+ * target's device embedding / LM head when the checkpoint has none, and reserves the context
+ * K/V pool and the scratch of the largest encode and draft calls in one cudaMalloc. encode and
+ * draft take batches that forward_cpu.c has validated. */
+int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_embed, int own_head, flint_err *err);
+void flint_drafter_cuda_free(flint_drafter *d);
+size_t flint_drafter_cuda_bytes(const flint_drafter *d);
+int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err);
+int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
+                             const int32_t *const *block_tables, int n_seqs, flint_drafter_out *out, flint_err *err);
+
+/* The drafter's own small kernels, exported for their C references in tests/test_drafter_cuda.c.
+ * Device pointers; launched on stream s (a cudaStream_t), no synchronisation.
+ * - to_bf16: out[i] = bf16(in[i]) (round to nearest even, as flint_bf16_from_f32), i < n.
+ * - markov_conf, one block per request i < n_reqs, for draft slot k: prev = prev_tok ? prev_tok[i]
+ *   : anchor[i]; when r > 0, e[i][0..r) = w1[prev][0..r) (bf16 copy); when conf_w is not NULL,
+ *   conf[i * ld_conf + k] = sigmoid((sum_h conf_w[h] hfin_i[h] + conf_b) + sum_j conf_w[H + j]
+ *   w1[prev][j]) with hfin_i = hfin + i * ld_hfin (bf16, H wide), the second sum only when
+ *   conf_markov (r > 0).
+ * - scatter_vocab: reduced draft vocabulary into target ids, out[i][t] = t2d[t] >= 0 ?
+ *   in[i * ld_in + t2d[t]] : -inf, for t < n_vocab (out is [n_rows][n_vocab]). */
+void flint_drafter_cuda_to_bf16(uint16_t *out, const float *in, size_t n, void *s);
+void flint_drafter_cuda_markov_conf(uint16_t *e, int r, const uint16_t *w1, const int32_t *anchor,
+                                    const int32_t *prev_tok, float *conf, int ld_conf, int k, const float *conf_w,
+                                    float conf_b, int conf_markov, const uint16_t *hfin, size_t ld_hfin, int H,
+                                    int n_reqs, void *s);
+void flint_drafter_cuda_scatter_vocab(float *out, const float *in, size_t ld_in, const int32_t *t2d, int n_vocab,
+                                      int n_rows, void *s);
+#ifdef __cplusplus
+}
+#endif
 
 #endif

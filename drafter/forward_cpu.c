@@ -1,5 +1,6 @@
 /* The drafter's fp32 CPU forward: the reference the CUDA drafter is tested against, and the
- * drafting path of the CPU backend. Two entry points:
+ * drafting path of the CPU backend. The entry points validate their batch here for both
+ * backends, then hand a CUDA drafter's work to forward_cuda.cu. Two entry points:
  * - encode: target taps -> fc -> hidden_norm -> per draft layer K = RoPE(k_norm(Wk ctx)),
  *   V = Wv ctx, written into the context cache at the rows' positions (KV injection);
  * - draft: one backbone forward over [anchor, MASK..] blocks (non-causal inside the block, over
@@ -46,6 +47,9 @@ int flint_drafter_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, fli
                                  b->row_seq[r], b->n_seqs - 1);
         if (check_table(d, b->block_tables[b->row_seq[r]], b->pos[r], "encode", r, err)) return -1;
     }
+#ifdef FLINT_HAVE_CUDA
+    if (d->cuda) return flint_drafter_encode_cuda(d, b, err);
+#endif
     flint_ops_matmul(s->ctx, H, b->taps, c->n_taps * H, d->w.fc, R, c->n_taps * H, H, 0, nt);
     for (int r = 0; r < R; r++)
         flint_ops_rmsnorm(s->ctx + (size_t)r * H, s->ctx + (size_t)r * H, d->w.hidden_norm, H, c->rms_norm_eps);
@@ -243,6 +247,9 @@ int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *r
             return flint_err_set(err, FLINT_ERR_INVALID, "drafter: request %d: bad temperature", i);
         if (q->pos > 0 && check_table(d, bts[q->seq], q->pos - 1, "draft", i, err)) return -1;
     }
+#ifdef FLINT_HAVE_CUDA
+    if (d->cuda) return flint_drafter_draft_cuda(d, n_reqs, reqs, bts, n_seqs, out, err);
+#endif
     if (backbone(d, n_reqs, reqs, bts))
         return flint_err_set(err, FLINT_ERR_IO, "drafter: rank %d: a tensor-parallel collective failed",
                              d->opts.tp ? d->opts.tp->rank : 0);

@@ -165,6 +165,7 @@ done:
 }
 
 int flint_bench_run(const flint_bench_options *o, flint_err *err) {
+    if (o->dummy) return flint_bench_gpu_run(o, err);
     int rc = -1, n_pool = 0, nk = o->n_draft + 1, max_b = 0;
     int32_t *pool = NULL;
     char *owned = NULL, *path_svg = NULL;
@@ -185,6 +186,9 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         flint_engine_options eo = base;
         eo.max_seqs = 2 * max_b;
         eo.n_threads = o->threads;
+        eo.device = o->device;
+        eo.enforce_eager = o->enforce_eager;
+        eo.tensor_parallel_size = o->tensor_parallel_size;
         double rates[FLINT_MAX_DRAFT] = {0};
         if (K == 0) eo.drafter_dir = NULL;
         else {

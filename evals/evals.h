@@ -94,6 +94,17 @@ typedef struct flint_bench_options {
     int threads;
     const char *output;          /* FILE.json; FILE.svg beside it */
     int quiet;
+    int device;                  /* FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA: where the target runs */
+    int enforce_eager;           /* CUDA: no captured graphs */
+    /* --load-format dummy --model-shape NAME: time the CUDA target's verify step at that shape
+     * (random weights and KV on the device) over batch_sizes x verify_q, with the PyTorch
+     * baseline (tools/torch_baseline.py) run in the same invocation (evals/bench_gpu.c) */
+    int dummy;                   /* --load-format dummy */
+    const char *model_shape;
+    int verify_q[FLINT_BENCH_MAX_GRID]; /* tokens per sequence in a verify step; default 1, 8 */
+    int n_verify_q;
+    const char *baseline;        /* the baseline script; "none" skips it */
+    int tensor_parallel_size;    /* CUDA: the target sharded over this many GPUs (NCCL); 0/1: one */
 } flint_bench_options;
 
 void flint_bench_options_default(flint_bench_options *o);

@@ -96,6 +96,9 @@ int flint_evals_engine_options(flint_engine_options *eo, const char *model_dir, 
 int flint_evals_chat_format(const flint_engine *e, int chat, const char *forced, int *format, flint_err *err);
 double flint_evals_now_ms(void);
 /* Write a string / a cJSON document (pretty, with a final newline) to a file. */
+/* evals/bench_gpu.c: flint bench on a dummy shape (the CUDA target's verify step + baseline). */
+int flint_bench_gpu_run(const flint_bench_options *o, flint_err *err);
+
 int flint_evals_write_text(const char *path, const char *text, flint_err *err);
 int flint_evals_write_json(const char *path, const cJSON *j, flint_err *err);
 /* "out.json" -> "out.svg" (ext replaces a trailing .json, else is appended). Caller frees. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "evals/evals.h"
+#include "target/target.h"
 
 /* ==== value parsing ==== */
 
@@ -177,22 +178,39 @@ void flint_bench_options_default(flint_bench_options *o) {
     o->sampling.temperature = 0.0f;
     o->sampling.seed = 0;
     o->dataset = "sharegpt";
+    o->verify_q[0] = 1;
+    o->verify_q[1] = 8;
+    o->n_verify_q = 2;
 }
 
 static const char *const bench_value_flags[] = {
     "--speculative-config", "--batch-sizes", "--draft-lengths", "--synthetic-acceptance", "--synthetic-per-position",
     "--context", "--warmup", "--steps", "--temperature", "--top-p", "--top-k", "--min-p", "--seed", "--dataset",
-    "--data-dir", "--threads", "--output", NULL};
+    "--data-dir", "--threads", "--output", "--device", "--load-format", "--model-shape", "--q", "--baseline",
+    "--tensor-parallel-size", NULL};
 
 int flint_bench_option_kind(const char *flag) {
     if (in_list(bench_value_flags, flag)) return 1;
-    if (!strcmp(flag, "--quiet")) return 0;
+    if (!strcmp(flag, "--quiet") || !strcmp(flag, "--enforce-eager")) return 0;
     return -1;
 }
 
 int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v, flint_err *err) {
     if (!strcmp(f, "--quiet")) o->quiet = 1;
+    else if (!strcmp(f, "--enforce-eager")) o->enforce_eager = 1;
     else if (!v) return flint_err_set(err, FLINT_ERR_INVALID, "%s needs a value", f);
+    else if (!strcmp(f, "--device")) {
+        if (!strcmp(v, "cpu")) o->device = FLINT_TARGET_CPU;
+        else if (!strcmp(v, "cuda")) o->device = FLINT_TARGET_CUDA;
+        else return flint_err_set(err, FLINT_ERR_INVALID, "--device expects cpu or cuda, got '%s'", v);
+    } else if (!strcmp(f, "--load-format")) {
+        if (strcmp(v, "dummy") && strcmp(v, "auto"))
+            return flint_err_set(err, FLINT_ERR_INVALID, "--load-format expects auto or dummy, got '%s'", v);
+        o->dummy = !strcmp(v, "dummy");
+    } else if (!strcmp(f, "--model-shape")) o->model_shape = v;
+    else if (!strcmp(f, "--q")) return get_int_list(f, v, 1, 64, o->verify_q, &o->n_verify_q, err);
+    else if (!strcmp(f, "--baseline")) o->baseline = v;
+    else if (!strcmp(f, "--tensor-parallel-size")) return get_int(f, v, 1, 64, &o->tensor_parallel_size, err);
     else if (!strcmp(f, "--speculative-config")) o->spec_config = v;
     else if (!strcmp(f, "--batch-sizes")) return get_int_list(f, v, 1, 4096, o->batch_sizes, &o->n_batch, err);
     else if (!strcmp(f, "--draft-lengths")) return get_int_list(f, v, 1, 16, o->draft_lengths, &o->n_draft, err);
@@ -232,6 +250,16 @@ int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v
 }
 
 int flint_bench_options_check(const flint_bench_options *o, flint_err *err) {
+    if (o->dummy != (o->model_shape != NULL))
+        return flint_err_set(err, FLINT_ERR_INVALID, "--load-format dummy and --model-shape go together (e.g. "
+                             "--load-format dummy --model-shape qwen3-8b)");
+    if (o->dummy) {
+        flint_target_config sc;
+        if (flint_target_shape_config(o->model_shape, &sc, err)) return -1;
+        if (o->device != FLINT_TARGET_CUDA)
+            return flint_err_set(err, FLINT_ERR_INVALID, "--load-format dummy makes its weights on the GPU: add "
+                                 "--device cuda");
+    }
     if (o->synthetic_al > 0 && o->n_synthetic_rates > 0)
         return flint_err_set(err, FLINT_ERR_INVALID, "--synthetic-acceptance and --synthetic-per-position exclude "
                              "each other");

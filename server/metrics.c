@@ -118,6 +118,12 @@ void flint_server_metrics_render(flint_server *s, flint_sbuf *b) {
     gauge(b, "flint:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0..1).",
           sn.kv_total ? (double)(sn.kv_total - sn.kv_free) / sn.kv_total : 0.0);
     counter(b, "flint:engine_steps", "Engine steps run.", sn.steps);
+    gauge(b, "flint:device_memory_bytes", "Device memory of the CUDA target (weights, KV pool, scratch; 0 on the CPU).",
+          (double)sn.device_bytes);
+    gauge(b, "flint:cuda_graphs", "Captured forward graphs held (CUDA).", sn.graphs.n_graphs);
+    counter(b, "flint:cuda_graph_captures", "Forward graphs captured since start (CUDA).", sn.graphs.n_captures);
+    gauge(b, "flint:cuda_graph_capture_seconds", "Time spent capturing and instantiating graphs since start (CUDA).",
+          sn.graphs.capture_s);
     counter(b, "flint:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", sn.prefix_queries);
     counter(b, "flint:prefix_cache_hits", "Prompt tokens whose KV came from the prefix cache.", sn.prefix_hits);
     gauge(b, "flint:prefix_cache_blocks", "KV blocks held by the prefix cache.", sn.prefix_blocks);

@@ -170,6 +170,9 @@ flint_server *flint_server_open(const flint_server_options *opts, flint_err *err
      * cores with it spin in barriers (measured: 7x slower steps on a 2-core machine). */
     s->eo.n_threads = s->o.threads;
     s->eo.device = s->o.device;
+    s->eo.enforce_eager = s->o.enforce_eager;
+    s->eo.tensor_parallel_size = s->o.tensor_parallel_size;
+    s->eo.gpu_memory_utilization = s->o.gpu_memory_utilization;
     if (s->eo.n_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         s->eo.n_threads = n > 2 ? (int)n - 1 : 1;

@@ -37,6 +37,9 @@ typedef struct flint_server_options {
     int max_queue;                 /* requests waiting in front of the slots before 429 (256) */
     int threads;                   /* engine CPU threads; 0 = every core but one (the loop's) */
     int device;                    /* where the target runs: FLINT_TARGET_CPU (0) or FLINT_TARGET_CUDA (1) */
+    int enforce_eager;             /* CUDA: no captured graphs */
+    int tensor_parallel_size;      /* CUDA: shard the target over this many GPUs (NCCL); 1 = one GPU */
+    float gpu_memory_utilization;  /* CUDA: KV pool sized to this fraction of the device (0 = default pool) */
     int stream_token_by_token;     /* one SSE event per token even when a step emits several (0) */
     int http_timeout_s;            /* a connection silent (reading) or stuck (writing) this long is closed (30) */
     size_t max_body_bytes;         /* request body limit, 413 above (8 MiB) */

@@ -217,6 +217,8 @@ typedef struct flint_engine_snapshot {
     int prefix_blocks;                   /* blocks held by the prefix cache */
     int waiting;  /* jobs in the engine thread's FIFO, not yet in the engine */
     int64_t steps;
+    flint_target_graph_info graphs; /* CUDA: captured forward graphs */
+    size_t device_bytes;            /* CUDA: the target's one device allocation */
 } flint_engine_snapshot;
 
 struct flint_server {

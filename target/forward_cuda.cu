@@ -16,10 +16,13 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "core/arena.h"
 #include "core/log.h"
 #include "target/ops_cuda.h"
 #include "target/target_internal.h"
@@ -30,6 +33,21 @@
         if (e_ != cudaSuccess)                                                                      \
             return flint_err_set(err, FLINT_ERR_IO, "target (CUDA): %s: %s", what, cudaGetErrorString(e_)); \
     } while (0)
+
+/* A forward's launch shape: what a captured graph bakes in. Rows and logit rows are padded up to
+ * buckets, the attention bound up to a power of two, so a few graphs serve every step. */
+typedef struct graph_key {
+    int rows, n_logit, ctx, n_taps;
+    int32_t tap_layers[16];
+} graph_key;
+
+typedef struct graph_entry {
+    graph_key key;
+    cudaGraphExec_t exec;
+    uint64_t used;
+} graph_entry;
+
+#define GRAPH_POOL 64
 
 typedef struct cuda_layer {
     uint16_t *attn_norm, *wqkv, *q_norm, *k_norm, *wo, *mlp_norm, *w_gate_up, *w_down;
@@ -45,35 +63,41 @@ struct flint_target_cuda {
     float *rope_cos, *rope_sin;
     /* scratch for max_rows rows */
     float *x, *qkv, *gu, *logits, *taps, *attn_scratch;
+    float *part, *lpart, *gather; /* tensor parallel: row-parallel partial sums [R][H], this rank's logits
+                                   * [R][nv], every rank's [n_ranks][R][nv] */
+    float *parts;                 /* tensor parallel: every rank's partial sums [n_ranks][R][H] */
+    int tp_split;                 /* the K parts of this rank's row-parallel GEMMs (flint_cuda_gemm_tc_split) */
+    int device;                   /* the CUDA device this target lives on */
     uint16_t *xn, *att, *act;
     int32_t *tokens, *pos, *row_seq, *logit_rows, *tables;
     int bt_stride;       /* blocks per sequence table: ceil(max_len / block) */
-    /* host staging, sized at init */
-    int32_t *h_seq_map, *h_row_seq, *h_tables;
+    size_t kv_stride;    /* one layer's K (or V) pool on the device: the host's blocks + the sink */
+    /* host staging, sized at init (max_rows rows, tables for max_rows + 1 sequences) */
+    int32_t *h_seq_map, *h_row_seq, *h_tables, *h_tokens, *h_pos, *h_logit_rows;
+    /* captured forwards, keyed by their launch shape (graph_key); least recently used evicted */
+    graph_entry graphs[GRAPH_POOL];
+    int n_graphs;
+    size_t weight_bytes, kv_bytes; /* parts of bytes, for the report */
+    uint64_t tick;
+    long n_captures;
+    double capture_s;
 };
 
 /* Device pointer arithmetic over the one allocation (a measuring pass first, as target.c). */
-typedef struct dev_arena {
-    char *base;
-    size_t used;
-} dev_arena;
+/* Device pointers carved with the host's arena (core/arena.h only does pointer arithmetic): a
+ * measuring pass over base NULL first, then the real one over the one cudaMalloc. */
+#define DNEW(a, type, n) ((type *)flint_arena_alloc((a), sizeof(type) * (size_t)(n), 256))
 
-static void *dcarve(dev_arena *a, size_t bytes) {
-    size_t off = (a->used + 255) & ~(size_t)255;
-    a->used = off + bytes;
-    return a->base ? a->base + off : NULL;
-}
-#define DNEW(a, type, n) ((type *)dcarve((a), sizeof(type) * (size_t)(n)))
-
-static void carve(flint_target *t, struct flint_target_cuda *g, dev_arena *a) {
+static void carve(flint_target *t, struct flint_target_cuda *g, flint_arena *a) {
     const flint_target_config *c = &t->cfg;
     const flint_target_options *o = &t->opts;
-    size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)c->intermediate_size;
+    size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)t->ni, NV = (size_t)t->nv;
     size_t hd = (size_t)c->head_dim, R = (size_t)o->max_rows, L = (size_t)o->max_len;
     int qk_norm = c->arch == FLINT_ARCH_QWEN3;
-    g->embed = DNEW(a, uint16_t, V * H);
+    g->embed = DNEW(a, uint16_t, V * H); /* every rank embeds every token */
     g->final_norm = DNEW(a, uint16_t, H);
-    g->lm_head = c->tie_word_embeddings ? g->embed : DNEW(a, uint16_t, V * H);
+    /* this rank's vocabulary rows (a view of the embedding when tied) */
+    g->lm_head = c->tie_word_embeddings ? (g->embed ? g->embed + (size_t)t->v0 * H : NULL) : DNEW(a, uint16_t, NV * H);
     for (int l = 0; l < c->n_layers; l++) {
         cuda_layer *ly = &g->layers[l];
         ly->attn_norm = DNEW(a, uint16_t, H);
@@ -85,8 +109,8 @@ static void carve(flint_target *t, struct flint_target_cuda *g, dev_arena *a) {
         ly->w_gate_up = DNEW(a, uint16_t, 2 * I * H);
         ly->w_down = DNEW(a, uint16_t, H * I);
     }
-    g->k_cache = DNEW(a, uint16_t, t->kv_layer_floats * (size_t)c->n_layers);
-    g->v_cache = DNEW(a, uint16_t, t->kv_layer_floats * (size_t)c->n_layers);
+    g->k_cache = DNEW(a, uint16_t, g->kv_stride * (size_t)c->n_layers);
+    g->v_cache = DNEW(a, uint16_t, g->kv_stride * (size_t)c->n_layers);
     g->rope_cos = DNEW(a, float, L * hd / 2);
     g->rope_sin = DNEW(a, float, L * hd / 2);
     g->x = DNEW(a, float, R * H);
@@ -97,19 +121,30 @@ static void carve(flint_target *t, struct flint_target_cuda *g, dev_arena *a) {
     g->act = DNEW(a, uint16_t, R * I);
     g->logits = DNEW(a, float, R * V);
     g->taps = DNEW(a, float, R * (size_t)c->n_layers * H);
-    g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, c->n_heads, c->head_dim, (int)L));
+    g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, t->nh, c->head_dim, (int)L));
+    if (o->tp) {
+        g->part = DNEW(a, float, R * H);
+        g->lpart = DNEW(a, float, R * NV);
+        g->gather = DNEW(a, float, (size_t)o->tp->n_ranks * R * NV);
+        g->parts = DNEW(a, float, (size_t)o->tp->n_ranks * R * H);
+    }
     g->tokens = DNEW(a, int32_t, R);
     g->pos = DNEW(a, int32_t, R);
     g->row_seq = DNEW(a, int32_t, R);
     g->logit_rows = DNEW(a, int32_t, R);
-    g->tables = DNEW(a, int32_t, R * (size_t)g->bt_stride);
+    g->tables = DNEW(a, int32_t, (R + 1) * (size_t)g->bt_stride);
 }
 
-/* --load-format dummy: offset + scale * u, u uniform in [-1, 1) from a hash of (seed, index), so
- * a shape's weights are the same on every run without a host copy. */
-__global__ void fill_bf16_kernel(uint16_t *p, size_t n, uint64_t seed, float scale, float offset) {
+/* --load-format dummy: offset + scale * u, u uniform in [-1, 1) from a hash of (seed, index in the
+ * whole tensor), so a shape's weights are the same on every run without a host copy, and a tensor
+ * parallel rank's shard (rows [row0, row0 + rows) x columns [col0, col0 + cols) of a tensor with
+ * full_cols columns) holds exactly the values of the unsharded tensor. */
+__global__ void fill_bf16_kernel(uint16_t *p, size_t rows, size_t cols, size_t full_cols, size_t row0, size_t col0,
+                                 uint64_t seed, float scale, float offset) {
+    const size_t n = rows * cols;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t z = seed + (uint64_t)i * 0x9E3779B97F4A7C15ull;
+        const size_t gi = (row0 + i / cols) * full_cols + col0 + i % cols;
+        uint64_t z = seed + (uint64_t)gi * 0x9E3779B97F4A7C15ull;
         z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
         z ^= z >> 31;
@@ -118,33 +153,52 @@ __global__ void fill_bf16_kernel(uint16_t *p, size_t n, uint64_t seed, float sca
     }
 }
 
-static int fill(uint16_t *p, size_t n, uint64_t seed, float scale, float offset, cudaStream_t st, flint_err *err) {
-    if (!p || !n) return 0;
-    fill_bf16_kernel<<<1024, 256, 0, st>>>(p, n, seed, scale, offset);
+static int fill_slice(uint16_t *p, size_t rows, size_t cols, size_t full_cols, size_t row0, size_t col0, uint64_t seed,
+                      float scale, float offset, cudaStream_t st, flint_err *err) {
+    if (!p || !rows || !cols) return 0;
+    fill_bf16_kernel<<<1024, 256, 0, st>>>(p, rows, cols, full_cols, row0, col0, seed, scale, offset);
     CUDA_OK(cudaGetLastError(), "random fill");
     return 0;
 }
 
+static int fill(uint16_t *p, size_t n, uint64_t seed, float scale, float offset, cudaStream_t st, flint_err *err) {
+    return fill_slice(p, 1, n, n, 0, 0, seed, scale, offset, st, err);
+}
+
 /* Random weights of the right shape, made on the device: norms 1, matrices uniform with variance
- * 1 / fan_in (activations keep their scale through the layers), the embedding +-0.05. */
+ * 1 / fan_in (activations keep their scale through the layers), the embedding +-0.05. A rank fills
+ * its shard of each tensor with the unsharded tensor's values (fill_slice). */
 static int fill_dummy(flint_target *t, struct flint_target_cuda *g, flint_err *err) {
     const flint_target_config *c = &t->cfg;
-    size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)c->intermediate_size;
-    size_t hd = (size_t)c->head_dim;
+    const size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)c->intermediate_size;
+    const size_t hd = (size_t)c->head_dim, qg = (size_t)c->n_heads * hd, kvg = (size_t)c->n_kv_heads * hd;
+    const size_t ni = (size_t)t->ni, qd = (size_t)t->q_dim, kvd = (size_t)t->kv_dim;
+    const size_t h0 = (size_t)t->h0 * hd, kv0 = (size_t)t->kv0 * hd, i0 = (size_t)t->i0;
     cudaStream_t st = g->stream;
-    float sh = sqrtf(3.0f / (float)H), sq = sqrtf(3.0f / (float)t->q_dim), si = sqrtf(3.0f / (float)I);
+    float sh = sqrtf(3.0f / (float)H), sq = sqrtf(3.0f / (float)qg), si = sqrtf(3.0f / (float)I);
     uint64_t seed = 0x5eed;
     if (fill(g->embed, V * H, seed++, 0.05f, 0, st, err) || fill(g->final_norm, H, seed++, 0, 1, st, err) ||
-        (!c->tie_word_embeddings && fill(g->lm_head, V * H, seed++, sh, 0, st, err)))
+        (!c->tie_word_embeddings &&
+         fill_slice(g->lm_head, (size_t)t->nv, H, H, (size_t)t->v0, 0, seed++, sh, 0, st, err)))
         return -1;
     for (int l = 0; l < c->n_layers; l++) {
         cuda_layer *d = &g->layers[l];
-        if (fill(d->attn_norm, H, seed++, 0, 1, st, err) || fill(d->wqkv, (size_t)t->qkv_dim * H, seed++, sh, 0, st, err) ||
-            fill(d->q_norm, d->q_norm ? hd : 0, seed++, 0, 1, st, err) ||
-            fill(d->k_norm, d->k_norm ? hd : 0, seed++, 0, 1, st, err) ||
-            fill(d->wo, H * (size_t)t->q_dim, seed++, sq, 0, st, err) || fill(d->mlp_norm, H, seed++, 0, 1, st, err) ||
-            fill(d->w_gate_up, 2 * I * H, seed++, sh, 0, st, err) || fill(d->w_down, H * I, seed++, si, 0, st, err))
+        const uint64_t sqkv = seed + 1, sgu = seed + 6;
+        if (fill(d->attn_norm, H, seed, 0, 1, st, err) ||
+            /* q|k|v rows of the full [qg + 2 kvg][H] matrix */
+            fill_slice(d->wqkv, qd, H, H, h0, 0, sqkv, sh, 0, st, err) ||
+            fill_slice(d->wqkv + qd * H, kvd, H, H, qg + kv0, 0, sqkv, sh, 0, st, err) ||
+            fill_slice(d->wqkv + (qd + kvd) * H, kvd, H, H, qg + kvg + kv0, 0, sqkv, sh, 0, st, err) ||
+            fill(d->q_norm, d->q_norm ? hd : 0, seed + 2, 0, 1, st, err) ||
+            fill(d->k_norm, d->k_norm ? hd : 0, seed + 3, 0, 1, st, err) ||
+            fill_slice(d->wo, H, qd, qg, 0, h0, seed + 4, sq, 0, st, err) ||
+            fill(d->mlp_norm, H, seed + 5, 0, 1, st, err) ||
+            /* gate rows then up rows of the full [2 I][H] matrix */
+            fill_slice(d->w_gate_up, ni, H, H, i0, 0, sgu, sh, 0, st, err) ||
+            fill_slice(d->w_gate_up + ni * H, ni, H, H, I + i0, 0, sgu, sh, 0, st, err) ||
+            fill_slice(d->w_down, H, ni, I, 0, i0, seed + 7, si, 0, st, err))
             return -1;
+        seed += 8;
     }
     CUDA_OK(cudaStreamSynchronize(st), "random weights");
     return 0;
@@ -153,20 +207,43 @@ static int fill_dummy(flint_target *t, struct flint_target_cuda *g, flint_err *e
 int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err) {
     struct flint_target_cuda *g = t->cuda;
     if (!g) return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: random KV needs the CUDA forward");
-    size_t n = t->kv_layer_floats * (size_t)t->cfg.n_layers;
+    CUDA_OK(cudaSetDevice(g->device), "select device");
+    size_t n = g->kv_stride * (size_t)t->cfg.n_layers;
     if (fill(g->k_cache, n, seed, 1, 0, g->stream, err) || fill(g->v_cache, n, seed + 1, 1, 0, g->stream, err)) return -1;
     CUDA_OK(cudaStreamSynchronize(g->stream), "random KV");
     return 0;
 }
 
-/* fp32 host weights (exact copies of bf16 files; rounded once when the file is f32/f16) -> bf16 */
-static int upload(uint16_t *dst, const float *src, size_t n, uint16_t *stage, size_t stage_n, flint_err *err) {
-    for (size_t off = 0; off < n; off += stage_n) {
-        size_t m = n - off < stage_n ? n - off : stage_n;
-        for (size_t i = 0; i < m; i++) stage[i] = flint_bf16_from_f32(src[off + i]);
-        CUDA_OK(cudaMemcpy(dst + off, stage, m * sizeof(uint16_t), cudaMemcpyHostToDevice), "weight upload");
+int flint_target_debug_all_reduce(flint_target *t, int rows, int reps, double *ms, flint_err *err) {
+    struct flint_target_cuda *g = t->cuda;
+    if (!g || !t->opts.tp)
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: the all-reduce timing needs a tensor parallel CUDA "
+                             "target");
+    if (rows < 1 || rows > t->opts.max_rows || reps < 1)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target: all-reduce timing of %d rows x %d reps", rows, reps);
+    CUDA_OK(cudaSetDevice(g->device), "select device");
+    const size_t n = (size_t)rows * t->cfg.hidden_size;
+    cudaEvent_t e0, e1;
+    CUDA_OK(cudaEventCreate(&e0), "event");
+    CUDA_OK(cudaEventCreate(&e1), "event");
+    int rc = 0;
+    for (int i = 0; i < reps + 2 && !rc; i++) {
+        if (i == 2) CUDA_OK(cudaEventRecord(e0, g->stream), "event");
+        rc = flint_tp_nccl_all_gather(t->opts.tp->nccl, g->part, g->parts, n, (void *)g->stream, err);
     }
-    return 0;
+    if (!rc) CUDA_OK(cudaEventRecord(e1, g->stream), "event");
+    if (!rc) rc = flint_tp_nccl_wait(t->opts.tp->nccl, (void *)g->stream, t->opts.tp_timeout_s > 0 ? t->opts.tp_timeout_s
+                                                                                                  : 120.0, err);
+    float total = 0;
+    if (!rc) CUDA_OK(cudaEventElapsedTime(&total, e0, e1), "event");
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    *ms = (double)total / reps;
+    return rc;
+}
+
+static int upload(uint16_t *dst, const float *src, size_t n, uint16_t *stage, size_t stage_n, flint_err *err) {
+    return flint_cuda_upload_bf16(dst, src, n, stage, stage_n, err);
 }
 
 int flint_target_cuda_init(flint_target *t, flint_err *err) {
@@ -176,34 +253,81 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
     if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev < 1)
         return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: device cuda was asked for, but no CUDA device is "
                              "present");
-    if (c->n_heads / c->n_kv_heads > FLINT_CUDA_ATTN_MAX_GROUP || c->head_dim > FLINT_CUDA_ATTN_MAX_HEAD_DIM ||
-        c->head_dim % 8 || c->hidden_size % 8 || c->intermediate_size % 8)
+    const int device = o->tp ? o->tp->device : 0;
+    if (device < 0 || device >= n_dev)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target: CUDA device %d asked for, %d present", device, n_dev);
+    CUDA_OK(cudaSetDevice(device), "select device");
+    if (t->nh / t->nkv > FLINT_CUDA_ATTN_MAX_GROUP || c->head_dim > FLINT_CUDA_ATTN_MAX_HEAD_DIM ||
+        c->head_dim % 8 || c->hidden_size % 8 || t->ni % 8)
         return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target (CUDA): head_dim %d, %d query heads per KV head, "
-                             "hidden %d, intermediate %d: the kernels need head_dim <= %d and a multiple of 8, at "
-                             "most %d heads per KV head, and sizes that are multiples of 8", c->head_dim,
-                             c->n_heads / c->n_kv_heads, c->hidden_size, c->intermediate_size,
-                             FLINT_CUDA_ATTN_MAX_HEAD_DIM, FLINT_CUDA_ATTN_MAX_GROUP);
+                             "hidden %d, intermediate %d (per rank): the kernels need head_dim <= %d and a multiple "
+                             "of 8, at most %d heads per KV head, and sizes that are multiples of 8", c->head_dim,
+                             t->nh / t->nkv, c->hidden_size, t->ni, FLINT_CUDA_ATTN_MAX_HEAD_DIM,
+                             FLINT_CUDA_ATTN_MAX_GROUP);
     struct flint_target_cuda *g = (struct flint_target_cuda *)flint_xcalloc(1, sizeof *g);
     t->cuda = g;
+    g->device = device;
+    if (o->tp) { /* exact (unsharded bits) when K splits into quarters that the ranks' shards align with */
+        const int n = o->tp->n_ranks, qg = c->n_heads * c->head_dim;
+        const int aligned = qg % 128 == 0 && c->intermediate_size % 128 == 0 && (n == 1 || n == 2 || n == 4);
+        g->tp_split = !aligned ? 4 : n == 1 ? 4 : n == 2 ? 2 : 1;
+        if (!aligned)
+            flint_log_warn("target (CUDA): tensor parallel %d over q_dim %d / intermediate %d: the row-parallel sums "
+                           "are not bit-identical to one GPU's (exact for 1, 2 or 4 ranks and sizes that are "
+                           "multiples of 128)", n, qg, c->intermediate_size);
+        if (n > 8)
+            return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target (CUDA): tensor parallel size %d; at most 8", n);
+    }
     g->layers = (cuda_layer *)flint_xcalloc((size_t)c->n_layers, sizeof(cuda_layer));
     g->bt_stride = (o->max_len + o->kv_block_size - 1) / o->kv_block_size;
-    dev_arena m = {NULL, 0};
+    /* one block past the pool: the sink where padded rows of a captured forward write their K/V */
+    g->kv_stride = t->kv_layer_floats + (size_t)o->kv_block_size * (size_t)t->kv_dim;
+    flint_arena m;
+    flint_arena_init_from(&m, NULL, SIZE_MAX);
     carve(t, g, &m);
+    size_t kv_bytes = 2 * g->kv_stride * sizeof(uint16_t) * (size_t)c->n_layers;
+    if (o->gpu_memory_utilization > 0) {
+        /* the pool takes what the fraction leaves after everything else this forward holds */
+        size_t free_b = 0, total_b = 0;
+        CUDA_OK(cudaMemGetInfo(&free_b, &total_b), "device memory query");
+        const double per_block = 2.0 * sizeof(uint16_t) * (double)o->kv_block_size * t->kv_dim * c->n_layers;
+        const double budget = (double)o->gpu_memory_utilization * (double)total_b - (double)(total_b - free_b) -
+                              (double)(m.used - kv_bytes) - 64.0 * (1 << 20) /* CUDA context, graphs */;
+        const double blocks = floor(budget / per_block) - 1; /* - the sink */
+        const int need = (o->max_len + o->kv_block_size - 1) / o->kv_block_size;
+        if (blocks < need)
+            return flint_err_set(err, FLINT_ERR_NOMEM, "target (CUDA): gpu_memory_utilization %.2f leaves %.2f GiB "
+                                 "for the KV pool, less than one sequence of %d tokens needs (%.2f GiB); %.1f of %.1f "
+                                 "GiB are in use already", o->gpu_memory_utilization,
+                                 budget > 0 ? budget / (1u << 30) : 0.0, o->max_len, need * per_block / (1u << 30),
+                                 (double)(total_b - free_b) / (1u << 30), (double)total_b / (1u << 30));
+        t->opts.kv_blocks = blocks > 1e9 ? 1000000000 : (int)blocks;
+        t->kv_layer_floats = (size_t)t->opts.kv_blocks * (size_t)o->kv_block_size * (size_t)t->kv_dim;
+        g->kv_stride = t->kv_layer_floats + (size_t)o->kv_block_size * (size_t)t->kv_dim;
+        m.used = 0;
+        carve(t, g, &m);
+        kv_bytes = 2 * g->kv_stride * sizeof(uint16_t) * (size_t)c->n_layers;
+    }
     g->bytes = m.used;
+    g->kv_bytes = kv_bytes;
     void *base = NULL;
     CUDA_OK(cudaMalloc(&base, g->bytes), "cudaMalloc of weights, KV pool and scratch");
     g->base = base;
-    dev_arena a = {(char *)base, 0};
+    flint_arena a;
+    flint_arena_init_from(&a, base, SIZE_MAX);
     carve(t, g, &a);
     FLINT_ASSERT(a.used == g->bytes);
+    g->weight_bytes = (size_t)((char *)g->k_cache - (char *)base); /* carve puts the weights first */
     CUDA_OK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), "stream");
+    flint_cuda_gemm_init();
 
-    size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)c->intermediate_size;
+    /* the host holds this rank's shards (target.c); the device copies have the same shapes */
+    size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)t->ni, NV = (size_t)t->nv;
     size_t hd = (size_t)c->head_dim, stage_n = (size_t)1 << 22;
     uint16_t *stage = o->dummy_shape ? NULL : (uint16_t *)flint_xmalloc(stage_n * sizeof(uint16_t));
     int rc = o->dummy_shape ? fill_dummy(t, g, err) : upload(g->embed, t->w.embed, V * H, stage, stage_n, err) ||
              upload(g->final_norm, t->w.final_norm, H, stage, stage_n, err) ||
-             (!c->tie_word_embeddings && upload(g->lm_head, t->w.lm_head, V * H, stage, stage_n, err));
+             (!c->tie_word_embeddings && upload(g->lm_head, t->w.lm_head, NV * H, stage, stage_n, err));
     for (int l = 0; !rc && !o->dummy_shape && l < c->n_layers; l++) {
         const flint_target_layer *h = &t->w.layers[l];
         cuda_layer *d = &g->layers[l];
@@ -224,75 +348,104 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
     size_t R = (size_t)o->max_rows;
     g->h_seq_map = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
     g->h_row_seq = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
-    g->h_tables = (int32_t *)flint_xmalloc(sizeof(int32_t) * R * (size_t)g->bt_stride);
+    g->h_tables = (int32_t *)flint_xmalloc(sizeof(int32_t) * (R + 1) * (size_t)g->bt_stride);
+    g->h_tokens = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
+    g->h_pos = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
+    g->h_logit_rows = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
     cudaDeviceProp prop;
-    CUDA_OK(cudaGetDeviceProperties(&prop, 0), "device properties");
-    flint_log_info("target (CUDA): %s; %.1f MiB on the device (bf16 weights%s, bf16 KV pool %d x %d tokens, "
-                   "scratch for %d rows)", prop.name, (double)g->bytes / (1 << 20),
-                   o->dummy_shape ? " (random, dummy)" : "", o->kv_blocks, o->kv_block_size, o->max_rows);
+    CUDA_OK(cudaGetDeviceProperties(&prop, device), "device properties");
+    flint_log_info("target (CUDA%s): %s; %.1f MiB on the device in one allocation: bf16 weights%s %.1f MiB, bf16 KV "
+                   "pool %d x %d tokens %.1f MiB, scratch for %d rows %.1f MiB; nothing is allocated per step",
+                   o->tp ? ", tensor parallel rank" : "", prop.name, (double)g->bytes / (1 << 20),
+                   o->dummy_shape ? " (random, dummy)" : "",
+                   (double)g->weight_bytes / (1 << 20), t->opts.kv_blocks, o->kv_block_size,
+                   (double)g->kv_bytes / (1 << 20), o->max_rows,
+                   (double)(g->bytes - g->weight_bytes - g->kv_bytes) / (1 << 20));
     return 0;
 }
 
 void flint_target_cuda_free(flint_target *t) {
     struct flint_target_cuda *g = t->cuda;
     if (!g) return;
+    cudaSetDevice(g->device);
+    for (int i = 0; i < g->n_graphs; i++) cudaGraphExecDestroy(g->graphs[i].exec);
+    if (g->n_captures)
+        flint_log_info("target (CUDA): %ld forward graphs captured in %.3f s", g->n_captures, g->capture_s);
     if (g->stream) cudaStreamDestroy(g->stream);
     if (g->base) cudaFree(g->base);
     free(g->layers);
     free(g->h_seq_map);
     free(g->h_row_seq);
     free(g->h_tables);
+    free(g->h_tokens);
+    free(g->h_pos);
+    free(g->h_logit_rows);
     free(g);
     t->cuda = NULL;
 }
 
 size_t flint_target_device_bytes(const flint_target *t) { return t->cuda ? t->cuda->bytes : 0; }
 
-/* The batch (validated by the caller, as for the CPU forward) on the device. Sequences are
- * renumbered in order of first use so only the tables of rows in this batch travel. */
-int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flint_err *err) {
-    struct flint_target_cuda *g = t->cuda;
+void flint_target_get_device_view(const flint_target *t, flint_target_device_view *v) {
+    memset(v, 0, sizeof *v);
+    const struct flint_target_cuda *g = t->cuda;
+    if (!g) return;
+    v->embed = g->embed;
+    v->lm_head = g->lm_head;
+    v->logits = g->logits;
+    v->stream = (void *)g->stream;
+    v->device = g->device;
+}
+
+/* Row counts a captured forward is padded to: exact up to 8 (batch 1 at every draft length),
+ * then steps of about 1.5x; capped at max_rows. */
+static int row_bucket(int n, int max_rows) {
+    static const int b[] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+        if (n <= b[i]) return b[i] < max_rows ? b[i] : max_rows;
+    return max_rows;
+}
+
+/* x += in . W^T for a row-parallel projection (o_proj, down_proj). Without tensor parallelism the
+ * GEMM adds into the residual directly. With it, each rank computes the unsharded GEMM's K parts
+ * that fall in its columns (tp_split: 2 of the 4 quarters at N = 2, 1 at N = 4), the ranks'
+ * partials are all-gathered and added in the unsharded order ((p0 + p1) + (p2 + p3)), then to x:
+ * the same operations as one GPU, so N = 1, 2 and 4 give the unsharded bits. An all-gather
+ * instead of NCCL's all-reduce because the latter's summation order is NCCL's choice. */
+static int row_parallel(flint_target *t, struct flint_target_cuda *g, const uint16_t *in, int n_in, const uint16_t *w,
+                        int R, flint_err *err) {
+    const int H = t->cfg.hidden_size;
+    flint_cuda_stream s = (flint_cuda_stream)g->stream;
+    const flint_tp_comm *tp = t->opts.tp;
+    if (!tp) {
+        flint_cuda_gemm_tc(g->x, H, in, n_in, w, R, H, n_in, 1, s);
+        return 0;
+    }
+    flint_cuda_gemm_tc_split(g->part, H, in, n_in, w, R, H, n_in, 0, g->tp_split, s);
+    if (flint_tp_nccl_all_gather(tp->nccl, g->part, g->parts, (size_t)R * H, (void *)g->stream, err)) return -1;
+    /* parts is [rank][R][H] for this forward's R: the ranks' blocks are R * H apart */
+    flint_cuda_add_parts(g->x, g->parts, (size_t)R * H, tp->n_ranks, s);
+    return 0;
+}
+
+/* Every kernel of one forward over R rows (R_logit logit rows, attention bounded by max_ctx),
+ * reading the batch from the device arrays only: what a graph captures. */
+static int launch_forward(flint_target *t, struct flint_target_cuda *g, const graph_key *k, flint_err *err) {
     const flint_target_config *c = &t->cfg;
-    const flint_target_options *o = &t->opts;
+    const flint_tp_comm *tp = t->opts.tp;
     cudaStream_t st = g->stream;
     flint_cuda_stream s = (flint_cuda_stream)st;
-    int R = b->n_rows, H = c->hidden_size, I = c->intermediate_size, bs = o->kv_block_size;
-    int n_used = 0, max_ctx = 1;
-    if (b->n_taps > c->n_layers)
-        return flint_err_set(err, FLINT_ERR_INVALID, "target forward: %d taps; the CUDA forward takes at most one per "
-                             "layer (%d)", b->n_taps, c->n_layers);
-    for (int r = 0; r < R; r++) {
-        int sq = b->row_seq[r], k;
-        for (k = 0; k < n_used && g->h_seq_map[k] != sq; k++) {}
-        if (k == n_used) {
-            g->h_seq_map[n_used++] = sq;
-            memset(g->h_tables + (size_t)k * g->bt_stride, 0, sizeof(int32_t) * (size_t)g->bt_stride);
-        }
-        g->h_row_seq[r] = k;
-        /* the rows that reach furthest decide how much of the table is read */
-        int need = b->pos[r] / bs + 1;
-        memcpy(g->h_tables + (size_t)k * g->bt_stride, b->block_tables[sq], sizeof(int32_t) * (size_t)need);
-        if (b->pos[r] + 1 > max_ctx) max_ctx = b->pos[r] + 1;
-    }
-    CUDA_OK(cudaMemcpyAsync(g->tokens, b->tokens, sizeof(int32_t) * R, cudaMemcpyHostToDevice, st), "batch upload");
-    CUDA_OK(cudaMemcpyAsync(g->pos, b->pos, sizeof(int32_t) * R, cudaMemcpyHostToDevice, st), "batch upload");
-    CUDA_OK(cudaMemcpyAsync(g->row_seq, g->h_row_seq, sizeof(int32_t) * R, cudaMemcpyHostToDevice, st), "batch upload");
-    CUDA_OK(cudaMemcpyAsync(g->tables, g->h_tables, sizeof(int32_t) * (size_t)n_used * g->bt_stride,
-                            cudaMemcpyHostToDevice, st), "batch upload");
-    if (b->n_logit_rows > 0)
-        CUDA_OK(cudaMemcpyAsync(g->logit_rows, b->logit_rows, sizeof(int32_t) * b->n_logit_rows,
-                                cudaMemcpyHostToDevice, st), "batch upload");
-
+    const int R = k->rows, H = c->hidden_size, I = t->ni;
     flint_cuda_embed(g->x, g->embed, g->tokens, R, H, s);
     for (int l = 0; l < c->n_layers; l++) {
         const cuda_layer *ly = &g->layers[l];
-        uint16_t *kc = g->k_cache + (size_t)l * t->kv_layer_floats, *vc = g->v_cache + (size_t)l * t->kv_layer_floats;
+        uint16_t *kc = g->k_cache + (size_t)l * g->kv_stride, *vc = g->v_cache + (size_t)l * g->kv_stride;
         flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->attn_norm, R, H, c->rms_norm_eps, s);
-        flint_cuda_gemm(g->qkv, t->qkv_dim, g->xn, H, ly->wqkv, R, t->qkv_dim, H, 0, s);
-        flint_cuda_qk_norm_rope(g->qkv, t->qkv_dim, R, c->n_heads, ly->q_norm, c->n_kv_heads, ly->k_norm, c->head_dim,
+        flint_cuda_gemm_tc(g->qkv, t->qkv_dim, g->xn, H, ly->wqkv, R, t->qkv_dim, H, 0, s);
+        flint_cuda_qk_norm_rope(g->qkv, t->qkv_dim, R, t->nh, ly->q_norm, t->nkv, ly->k_norm, c->head_dim,
                                 c->rms_norm_eps, g->rope_cos, g->rope_sin, g->pos, s);
         flint_cuda_kv_store(kc, vc, g->qkv + t->q_dim, g->qkv + t->q_dim + t->kv_dim, t->qkv_dim, g->pos, g->row_seq,
-                            g->tables, g->bt_stride, R, c->n_kv_heads, c->head_dim, bs, s);
+                            g->tables, g->bt_stride, R, t->nkv, c->head_dim, t->opts.kv_block_size, s);
         flint_cuda_attn a;
         memset(&a, 0, sizeof a);
         a.q = g->qkv;
@@ -306,34 +459,173 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
         a.row_seq = g->row_seq;
         a.pos = g->pos;
         a.n_rows = R;
-        a.n_heads = c->n_heads;
-        a.n_kv_heads = c->n_kv_heads;
+        a.n_heads = t->nh;
+        a.n_kv_heads = t->nkv;
         a.head_dim = c->head_dim;
-        a.block_size = bs;
-        a.max_ctx = max_ctx;
+        a.block_size = t->opts.kv_block_size;
+        a.max_ctx = k->ctx;
         a.scratch = g->attn_scratch;
         flint_cuda_attention(&a, s);
-        flint_cuda_gemm(g->x, H, g->att, t->q_dim, ly->wo, R, H, t->q_dim, 1, s);
+        if (row_parallel(t, g, g->att, t->q_dim, ly->wo, R, err)) return -1;
         flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->mlp_norm, R, H, c->rms_norm_eps, s);
-        flint_cuda_gemm(g->gu, 2 * I, g->xn, H, ly->w_gate_up, R, 2 * I, H, 0, s);
+        flint_cuda_gemm_tc(g->gu, 2 * I, g->xn, H, ly->w_gate_up, R, 2 * I, H, 0, s);
         flint_cuda_swiglu(g->act, I, g->gu, 2 * I, R, I, s);
-        flint_cuda_gemm(g->x, H, g->act, I, ly->w_down, R, H, I, 1, s);
-        for (int k = 0; k < b->n_taps; k++)
-            if (b->tap_layers[k] == l)
-                CUDA_OK(cudaMemcpy2DAsync(g->taps + (size_t)k * H, sizeof(float) * (size_t)b->n_taps * H, g->x,
+        if (row_parallel(t, g, g->act, I, ly->w_down, R, err)) return -1;
+        for (int j = 0; j < k->n_taps; j++)
+            if (k->tap_layers[j] == l)
+                CUDA_OK(cudaMemcpy2DAsync(g->taps + (size_t)j * H, sizeof(float) * (size_t)k->n_taps * H, g->x,
                                           sizeof(float) * H, sizeof(float) * H, R, cudaMemcpyDeviceToDevice, st),
                         "tap copy");
     }
-    if (b->n_logit_rows > 0) {
-        flint_cuda_rmsnorm(g->xn, H, g->x, H, g->logit_rows, g->final_norm, b->n_logit_rows, H, c->rms_norm_eps, s);
-        flint_cuda_gemm(g->logits, c->vocab_size, g->xn, H, g->lm_head, b->n_logit_rows, c->vocab_size, H, 0, s);
-        if (!b->logits_on_device)
-            CUDA_OK(cudaMemcpyAsync(b->logits, g->logits, sizeof(float) * (size_t)b->n_logit_rows * c->vocab_size,
-                                    cudaMemcpyDeviceToHost, st), "logits download");
+    if (k->n_logit > 0) {
+        const int V = c->vocab_size, NV = t->nv, L = k->n_logit;
+        flint_cuda_rmsnorm(g->xn, H, g->x, H, g->logit_rows, g->final_norm, L, H, c->rms_norm_eps, s);
+        if (!tp) {
+            flint_cuda_gemm_tc(g->logits, V, g->xn, H, g->lm_head, L, V, H, 0, s);
+        } else { /* vocabulary-parallel: this rank's columns, gathered rank-major, then laid side by side */
+            flint_cuda_gemm_tc(g->lpart, NV, g->xn, H, g->lm_head, L, NV, H, 0, s);
+            if (flint_tp_nccl_all_gather(tp->nccl, g->lpart, g->gather, (size_t)L * NV, (void *)st, err)) return -1;
+            for (int r = 0; r < tp->n_ranks; r++)
+                CUDA_OK(cudaMemcpy2DAsync(g->logits + (size_t)r * NV, sizeof(float) * V, g->gather + (size_t)r * L * NV,
+                                          sizeof(float) * NV, sizeof(float) * NV, L, cudaMemcpyDeviceToDevice, st),
+                        "logit gather");
+        }
     }
+    return 0;
+}
+
+/* The graph for this launch shape: found, or captured now (evicting the least recently used). */
+static int forward_graph(flint_target *t, struct flint_target_cuda *g, const graph_key *k, cudaGraphExec_t *out,
+                         flint_err *err) {
+    for (int i = 0; i < g->n_graphs; i++)
+        if (!memcmp(&g->graphs[i].key, k, sizeof *k)) {
+            g->graphs[i].used = ++g->tick;
+            *out = g->graphs[i].exec;
+            return 0;
+        }
+    int slot = g->n_graphs;
+    if (slot == GRAPH_POOL) {
+        slot = 0;
+        for (int i = 1; i < GRAPH_POOL; i++)
+            if (g->graphs[i].used < g->graphs[slot].used) slot = i;
+        cudaGraphExecDestroy(g->graphs[slot].exec);
+        g->graphs[slot].exec = NULL;
+        g->graphs[slot].key.rows = -1; /* matches nothing until refilled */
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cudaGraph_t graph = NULL;
+    CUDA_OK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
+    int rc = launch_forward(t, g, k, err);
+    cudaError_t ce = cudaStreamEndCapture(g->stream, &graph);
+    if (rc) {
+        if (graph) cudaGraphDestroy(graph);
+        return -1;
+    }
+    CUDA_OK(ce, "graph capture");
+    cudaGraphExec_t exec = NULL;
+    ce = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CUDA_OK(ce, "graph instantiate");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    g->capture_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    g->n_captures++;
+    g->graphs[slot].key = *k;
+    g->graphs[slot].exec = exec;
+    g->graphs[slot].used = ++g->tick;
+    if (slot == g->n_graphs) g->n_graphs++;
+    *out = exec;
+    return 0;
+}
+
+void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *info) {
+    memset(info, 0, sizeof *info);
+    const struct flint_target_cuda *g = t->cuda;
+    if (!g) return;
+    info->n_graphs = g->n_graphs;
+    info->n_captures = g->n_captures;
+    info->capture_s = g->capture_s;
+}
+
+/* The batch (validated by the caller, as for the CPU forward) on the device. Sequences are
+ * renumbered in order of first use so only the tables of rows in this batch travel. A captured
+ * forward pads the rows to a bucket: padded rows read token 0 at position 0 of a sink sequence
+ * whose one block lies past the pool (they write their K/V there and attend to it), padded
+ * logit rows repeat row 0, and only the real rows' results are copied back. */
+int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flint_err *err) {
+    struct flint_target_cuda *g = t->cuda;
+    const flint_target_config *c = &t->cfg;
+    const flint_target_options *o = &t->opts;
+    cudaStream_t st = g->stream;
+    int R = b->n_rows, H = c->hidden_size, bs = o->kv_block_size;
+    int n_used = 0, max_ctx = 1;
+    CUDA_OK(cudaSetDevice(g->device), "select device"); /* per thread: a TP engine drives each rank from its own */
+    if (o->tp && flint_tp_nccl_failed(o->tp->nccl)) /* its graphs hold the aborted communicator */
+        return flint_err_set(err, FLINT_ERR_IO, "target forward: tensor parallel rank %d: the NCCL group has failed "
+                             "earlier; the engine must be restarted", o->tp->rank);
+    if (b->n_taps > c->n_layers || b->n_taps > 16)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target forward: %d taps; the CUDA forward takes at most one per "
+                             "layer (%d) and at most 16", b->n_taps, c->n_layers);
+    for (int r = 0; r < R; r++) {
+        int sq = b->row_seq[r], k;
+        for (k = 0; k < n_used && g->h_seq_map[k] != sq; k++) {}
+        if (k == n_used) {
+            g->h_seq_map[n_used++] = sq;
+            memset(g->h_tables + (size_t)k * g->bt_stride, 0, sizeof(int32_t) * (size_t)g->bt_stride);
+        }
+        g->h_row_seq[r] = k;
+        /* the rows that reach furthest decide how much of the table is read */
+        int need = b->pos[r] / bs + 1;
+        memcpy(g->h_tables + (size_t)k * g->bt_stride, b->block_tables[sq], sizeof(int32_t) * (size_t)need);
+        if (b->pos[r] + 1 > max_ctx) max_ctx = b->pos[r] + 1;
+    }
+    const int graphed = !o->enforce_eager && R <= o->graph_max_rows;
+    graph_key k;
+    memset(&k, 0, sizeof k);
+    k.rows = graphed ? row_bucket(R, o->max_rows) : R;
+    k.n_logit = b->n_logit_rows > 0 && graphed ? row_bucket(b->n_logit_rows, k.rows) : b->n_logit_rows;
+    k.ctx = max_ctx;
+    if (graphed) {
+        k.ctx = 512;
+        while (k.ctx < max_ctx) k.ctx *= 2;
+        if (k.ctx > o->max_len) k.ctx = o->max_len;
+    }
+    k.n_taps = b->n_taps;
+    for (int j = 0; j < b->n_taps; j++) k.tap_layers[j] = b->tap_layers[j];
+    memcpy(g->h_tokens, b->tokens, sizeof(int32_t) * (size_t)R);
+    memcpy(g->h_pos, b->pos, sizeof(int32_t) * (size_t)R);
+    if (b->n_logit_rows > 0) memcpy(g->h_logit_rows, b->logit_rows, sizeof(int32_t) * (size_t)b->n_logit_rows);
+    if (k.rows > R) { /* the sink sequence */
+        int32_t *sink = g->h_tables + (size_t)n_used * g->bt_stride;
+        for (int i = 0; i < g->bt_stride; i++) sink[i] = o->kv_blocks;
+        for (int r = R; r < k.rows; r++) g->h_tokens[r] = 0, g->h_pos[r] = 0, g->h_row_seq[r] = n_used;
+        n_used++;
+    }
+    for (int i = b->n_logit_rows; i < k.n_logit; i++) g->h_logit_rows[i] = 0;
+    CUDA_OK(cudaMemcpyAsync(g->tokens, g->h_tokens, sizeof(int32_t) * k.rows, cudaMemcpyHostToDevice, st),
+            "batch upload");
+    CUDA_OK(cudaMemcpyAsync(g->pos, g->h_pos, sizeof(int32_t) * k.rows, cudaMemcpyHostToDevice, st), "batch upload");
+    CUDA_OK(cudaMemcpyAsync(g->row_seq, g->h_row_seq, sizeof(int32_t) * k.rows, cudaMemcpyHostToDevice, st),
+            "batch upload");
+    CUDA_OK(cudaMemcpyAsync(g->tables, g->h_tables, sizeof(int32_t) * (size_t)n_used * g->bt_stride,
+                            cudaMemcpyHostToDevice, st), "batch upload");
+    if (k.n_logit > 0)
+        CUDA_OK(cudaMemcpyAsync(g->logit_rows, g->h_logit_rows, sizeof(int32_t) * k.n_logit, cudaMemcpyHostToDevice,
+                                st), "batch upload");
+    if (graphed) {
+        cudaGraphExec_t exec;
+        if (forward_graph(t, g, &k, &exec, err)) return -1;
+        CUDA_OK(cudaGraphLaunch(exec, st), "graph launch");
+    } else if (launch_forward(t, g, &k, err)) {
+        return -1;
+    }
+    if (b->n_logit_rows > 0 && !b->logits_on_device)
+        CUDA_OK(cudaMemcpyAsync(b->logits, g->logits, sizeof(float) * (size_t)b->n_logit_rows * c->vocab_size,
+                                cudaMemcpyDeviceToHost, st), "logits download");
     if (b->n_taps > 0)
         CUDA_OK(cudaMemcpyAsync(b->taps, g->taps, sizeof(float) * (size_t)R * b->n_taps * H, cudaMemcpyDeviceToHost, st),
                 "taps download");
+    if (o->tp) return flint_tp_nccl_wait(o->tp->nccl, (void *)st, o->tp_timeout_s > 0 ? o->tp_timeout_s : 120.0, err);
     CUDA_OK(cudaStreamSynchronize(st), "forward");
     return 0;
 }

@@ -29,6 +29,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -51,6 +53,12 @@ static inline uint16_t flint_bf16_from_f32(float f) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
+
+/* Load time: fp32 host values (exact copies of bf16 checkpoints; rounded once otherwise) to bf16
+ * device memory, through the caller's host staging buffer of stage_n elements. A failed copy
+ * returns -1 with a message (not an abort: a load can fail for reasons outside flint). */
+int flint_cuda_upload_bf16(uint16_t *dst, const float *src, size_t n, uint16_t *stage, size_t stage_n,
+                           flint_err *err);
 
 /* out[r][0..hidden) = embed[tokens[r]][0..hidden), bf16 -> fp32 (exact). out is [n_rows][hidden].
  * Token ids are trusted (checked on the host before the step). */
@@ -99,12 +107,39 @@ void flint_cuda_gemm(float *y, int ldy, const uint16_t *x, int ldx, const uint16
 /* The same product on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), same
  * arguments and preconditions (any K; K % 8 == 0 with 16-byte aligned x, w and ldx % 8 == 0 takes
  * the vector loads). Also batch-invariant, with its own order, fixed by K alone: the k32 blocks
- * j = w, w + 4, ... go to warp w of 4, in increasing order, two MMAs of 16 k each (k permuted
- * inside an MMA, ops_cuda.cu says how) into one fp32 accumulator; the 4 warps are added as
- * (w0 + w1) + (w2 + w3). Its results differ from flint_cuda_gemm's in the last bits (another
- * order, and the tensor cores' own rounding inside each MMA). */
+ * are cut into 4 contiguous quarters, warp w of 4 takes quarter w in increasing order, two MMAs
+ * of 16 k each (k permuted inside an MMA, ops_cuda.cu says how) into one fp32 accumulator; the 4
+ * warps are added as (w0 + w1) + (w2 + w3). Its results differ from flint_cuda_gemm's in the last
+ * bits (another order, and the tensor cores' own rounding inside each MMA). */
 void flint_cuda_gemm_tc(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
                         int accumulate, flint_cuda_stream s);
+
+/* flint_cuda_gemm_tc over n_split (4, 2 or 1) contiguous parts of K instead of 4: the partial a
+ * tensor-parallel rank holding K / (4 / n_split) of the unsharded K contributes, computed in the
+ * unsharded kernel's order (the parts are its quarters); n_split 4 is flint_cuda_gemm_tc. */
+void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
+                              int accumulate, int n_split, flint_cuda_stream s);
+
+/* x[i] += the ordered sum of parts[r * n + i], r < n_parts: p0, p0 + p1, (p0 + p1) + (p2 + p3),
+ * ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)) for 1, 2, 4, 8 parts (the combine of
+ * tensor-parallel partial sums that reproduces the unsharded GEMM's association), rank order for
+ * other counts. */
+void flint_cuda_add_parts(float *x, const float *parts, size_t n, int n_parts, flint_cuda_stream s);
+
+/* Once per process before capturing graphs: the GEMM kernels' shared-memory limits (otherwise set
+ * lazily on first launch). */
+void flint_cuda_gemm_init(void);
+
+/* Lab hooks: the tensor-core GEMM's tilings (rows per warp, outputs per block, prefetch depth),
+ * every one with flint_cuda_gemm_tc's order, so all give bit-identical results; the lab times
+ * them and the test checks that they agree. _variant launches variant v (when y is not NULL and
+ * M > 0) and returns its name. */
+int flint_cuda_gemm_tc_variants(void);
+const char *flint_cuda_gemm_tc_variant_split(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M,
+                                             int N, int K, int accumulate, int n_split, int variant,
+                                             flint_cuda_stream s);
+const char *flint_cuda_gemm_tc_variant(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N,
+                                       int K, int accumulate, int variant, flint_cuda_stream s);
 
 /* ==== Attention over the paged KV cache ====
  * Row r (query head h, KV head h / (n_heads / n_kv_heads)) sees:
@@ -115,9 +150,15 @@ void flint_cuda_gemm_tc(float *y, int ldy, const uint16_t *x, int ldx, const uin
  *   0..P-1, then the K/V of all B rows of its block (non-causal), read from blk_k / blk_v (fp32
  *   rows, [n_rows][ld_blk], KV head at kvh * head_dim) instead of the cache.
  * out = softmax(q . k / sqrt(head_dim)) . v, bf16. A row's positions are cut into chunks of
- * FLINT_CUDA_ATTN_CHUNK; one block per (row, KV head, chunk) writes an unnormalised partial
- * (max, sum, weighted V) to scratch, then a second kernel merges the chunks in order. The grid
- * has ceil(max_ctx / chunk) chunks per row; chunks past a row's length exit at once. */
+ * FLINT_CUDA_ATTN_CHUNK from position 0; each (row, head, chunk) gets an unnormalised partial
+ * (max, sum, weighted V) in scratch, then a second kernel merges the chunks in order, so a row's
+ * order of operations depends on its own context length only (batch-invariant; attn_cuda.cu
+ * lists every reduction). head_dim % 16 == 0 runs on the tensor cores: rows of one sequence at
+ * consecutive positions (verify blocks, prefill runs, drafter blocks; found on the device from
+ * row_seq and pos) share one CTA per (group, KV head, chunk) and each K/V tile is read once; fp32
+ * q and softmax weights enter the bf16 MMAs as hi + lo halves, so results stay within fp32
+ * rounding of the reference. Other head_dims take a CUDA-core path. The grid is sized from
+ * n_rows and max_ctx only (graph-friendly); chunks past a row's context are skipped. */
 #define FLINT_CUDA_ATTN_CHUNK 128
 #define FLINT_CUDA_ATTN_MAX_GROUP 8     /* query heads per KV head */
 #define FLINT_CUDA_ATTN_MAX_HEAD_DIM 256

@@ -22,6 +22,8 @@ void flint_target_options_default(flint_target_options *o) {
     o->max_len = 0;
     o->max_rows = 512;
     o->n_threads = 0;
+    o->graph_max_rows = 512;
+    o->tp_timeout_s = 120;
 }
 
 const flint_target_config *flint_target_get_config(const flint_target *t) { return &t->cfg; }
@@ -33,6 +35,33 @@ int flint_target_n_threads(const flint_target *t) { return t->n_threads; }
 const flint_target_options *flint_target_get_options(const flint_target *t) { return &t->opts; }
 #ifndef FLINT_HAVE_CUDA
 size_t flint_target_device_bytes(const flint_target *t) { (void)t; return 0; }
+void flint_target_get_device_view(const flint_target *t, flint_target_device_view *v) {
+    (void)t;
+    memset(v, 0, sizeof *v);
+}
+void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *info) {
+    (void)t;
+    memset(info, 0, sizeof *info);
+}
+int flint_tp_nccl_open_all(int n, const int *devices, flint_tp_comm *comms, flint_err *err) {
+    (void)n, (void)devices, (void)comms;
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tensor parallel over GPUs: no CUDA backend in this build");
+}
+int flint_tp_nccl_unique_id(unsigned char id[128], flint_err *err) {
+    (void)id;
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tensor parallel over GPUs: no CUDA backend in this build");
+}
+int flint_tp_nccl_open_rank(int n, int rank, int device, const unsigned char id[128], flint_tp_comm *comm,
+                            flint_err *err) {
+    (void)n, (void)rank, (void)device, (void)id, (void)comm;
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tensor parallel over GPUs: no CUDA backend in this build");
+}
+void flint_tp_nccl_close(flint_tp_comm *comm) { (void)comm; }
+void flint_tp_nccl_abort(flint_tp_comm *comm) { (void)comm; }
+int flint_target_debug_all_reduce(flint_target *t, int rows, int reps, double *ms, flint_err *err) {
+    (void)t, (void)rows, (void)reps, (void)ms;
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: no CUDA backend in this build");
+}
 int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err) {
     (void)t, (void)seed;
     return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: no CUDA backend in this build");
@@ -54,6 +83,12 @@ static int resolve_options(const flint_target_config *c, const flint_target_opti
                              c->max_position_embeddings);
     if (o->max_seqs < 1)
         return flint_err_set(err, FLINT_ERR_INVALID, "target options: max_seqs %d must be at least 1", o->max_seqs);
+    if (!(o->gpu_memory_utilization >= 0 && o->gpu_memory_utilization < 1))
+        return flint_err_set(err, FLINT_ERR_INVALID, "target options: gpu_memory_utilization %g is outside [0, 1)",
+                             o->gpu_memory_utilization);
+    if (o->gpu_memory_utilization > 0 && (o->device != FLINT_TARGET_CUDA || in->kv_blocks))
+        return flint_err_set(err, FLINT_ERR_INVALID, "target options: gpu_memory_utilization sizes the KV pool of the "
+                             "CUDA forward; it needs device cuda and no explicit kv_blocks");
     if (o->kv_blocks == 0) {
         int64_t per_seq = ((int64_t)o->max_len + bs - 1) / bs;
         int64_t n = per_seq * o->max_seqs;
@@ -140,11 +175,10 @@ static int shares(flint_target *t, flint_err *err) {
     int n = 1, r = 0;
     if (tp) {
         n = tp->n_ranks, r = tp->rank;
-        if (n < 1 || r < 0 || r >= n || !tp->all_reduce || !tp->all_gather)
-            return flint_err_set(err, FLINT_ERR_INVALID, "tensor parallel: rank %d of %d, or a missing collective", r, n);
-        if (t->opts.device != FLINT_TARGET_CPU || t->opts.dummy_shape)
-            return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tensor parallel: only the CPU forward shards a model in "
-                                 "this version");
+        const int cuda = t->opts.device == FLINT_TARGET_CUDA;
+        if (n < 1 || r < 0 || r >= n || (cuda ? !tp->nccl : !tp->all_reduce || !tp->all_gather))
+            return flint_err_set(err, FLINT_ERR_INVALID, "tensor parallel: rank %d of %d, or a missing collective (%s)",
+                                 r, n, cuda ? "the CUDA forward needs an NCCL communicator" : "host functions");
         const char *bad = c->n_heads % n ? "num_attention_heads"
                           : (c->n_kv_heads % n && n % c->n_kv_heads) ? "num_key_value_heads (nor a divisor of it)"
                           : c->intermediate_size % n ? "intermediate_size"

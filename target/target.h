@@ -47,14 +47,31 @@ int flint_target_shape_config(const char *name, flint_target_config *cfg, flint_
  * the ranks in rank order and leaves the sum in every rank's buf; all_gather puts every rank's
  * [rows][n_local] block side by side into full [rows][n_local * n_ranks] (rank r's columns at
  * r * n_local). Both return 0, or -1 when the group failed (the forward then fails with
- * FLINT_ERR_IO instead of hanging). The CPU simulation implements them with threads and a
- * barrier (tests/test_tp_sim.c); the GPU engine will with NCCL. */
+ * FLINT_ERR_IO instead of hanging). The CPU forward calls these host functions (the CPU
+ * simulation implements them with threads and a barrier, tests/test_tp_sim.c); the CUDA forward
+ * uses the NCCL communicator in nccl instead (flint_tp_nccl_open_all / _open_rank fill the whole
+ * struct; the host functions are then NULL). */
+typedef struct flint_tp_nccl flint_tp_nccl;
 typedef struct flint_tp_comm {
     int rank, n_ranks;
     int (*all_reduce)(void *ctx, float *buf, size_t n);
     int (*all_gather)(void *ctx, const float *local, float *full, int rows, int n_local);
     void *ctx;
+    flint_tp_nccl *nccl; /* CUDA: this rank's NCCL communicator (target/tp_nccl.cu) */
+    int device;          /* CUDA: the device this rank runs on */
 } flint_tp_comm;
+
+/* NCCL communicators (loaded at run time: no link dependency; a missing libnccl.so.2 is a clear
+ * error). _open_all: one process driving n GPUs devices[0..n) (ncclCommInitAll); comms[r] becomes
+ * rank r. _open_rank: one rank of a group spanning processes or hosts, joined with the 128-byte id
+ * rank 0 got from _unique_id and passed out of band. NCCL_NVLS_ENABLE=0 is set (unless set). */
+int flint_tp_nccl_open_all(int n, const int *devices, flint_tp_comm *comms, flint_err *err);
+int flint_tp_nccl_unique_id(unsigned char id[128], flint_err *err);
+int flint_tp_nccl_open_rank(int n, int rank, int device, const unsigned char id[128], flint_tp_comm *comm,
+                            flint_err *err);
+void flint_tp_nccl_close(flint_tp_comm *comm);
+/* After a rank failed: abort instead of destroy (a destroy may wait for peers that are gone). */
+void flint_tp_nccl_abort(flint_tp_comm *comm);
 
 typedef struct flint_target_options {
     int kv_block_size;  /* tokens per KV block, a power of two (default 16) */
@@ -74,6 +91,15 @@ typedef struct flint_target_options {
     const char *dummy_shape; /* NULL: load dir. Else a flint_target_shape_config name: random bf16
                               * weights made on the device (device CUDA only; dir is not read, the
                               * host holds no weights, so embed/lm_head accessors return NULL) */
+    int enforce_eager;  /* CUDA: launch every kernel each forward instead of replaying captured
+                         * graphs (same kernels, same results bit for bit) */
+    int graph_max_rows; /* CUDA: forwards of more rows than this run eagerly (default 512) */
+    double tp_timeout_s; /* CUDA tensor parallel: a forward whose collectives have not finished after
+                          * this long has lost a rank: the NCCL group is aborted and the forward
+                          * fails (default 120) */
+    float gpu_memory_utilization; /* CUDA, kv_blocks 0: size the KV pool so that this fraction of the
+                                   * device's memory is in use after open (what other processes
+                                   * hold counts); 0 = the default max_seqs x max_len pool */
 } flint_target_options;
 
 #define FLINT_TARGET_CPU 0
@@ -129,6 +155,30 @@ int flint_target_n_threads(const flint_target *t);
 /* Benchmarks: random K/V in the whole device pool, so verify steps can be timed at any context
  * without prefilling it (CUDA only). */
 int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err);
+/* The CUDA forward's device-side pieces a GPU drafter or sampler shares (all NULL on the CPU):
+ * bf16 embedding and LM head ([vocab][hidden], the same pointer when tied; this rank's LM-head
+ * rows with tensor parallelism), the fp32 logits of the last forward ([n_logit_rows][vocab], what
+ * logits_on_device leaves there) and the stream the forward runs on (a cudaStream_t). Valid until
+ * close; the logits until the next forward. */
+typedef struct flint_target_device_view {
+    const uint16_t *embed, *lm_head;
+    const float *logits;
+    void *stream;
+    int device; /* the CUDA device all of these live on (select it before using them) */
+} flint_target_device_view;
+void flint_target_get_device_view(const flint_target *t, flint_target_device_view *v);
+/* Captured forward graphs (CUDA; zeros on the CPU): how many are held now, how many were
+ * captured since open and the time capturing and instantiating them took. */
+typedef struct flint_target_graph_info {
+    int n_graphs;
+    long n_captures;
+    double capture_s;
+} flint_target_graph_info;
+void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *info);
+/* Benchmarks, tensor parallel CUDA only: reps exchanges of one row-parallel projection's partial
+ * sums (rows x hidden floats per rank, all-gathered) on this rank's stream; *ms gets the mean time
+ * of one. Every rank must call it at the same time. */
+int flint_target_debug_all_reduce(flint_target *t, int rows, int reps, double *ms, flint_err *err);
 /* Device memory held by the CUDA forward (0 on the CPU). */
 size_t flint_target_device_bytes(const flint_target *t);
 /* The options as resolved at open (no zeros left: max_len, kv_blocks, n_threads filled in). */

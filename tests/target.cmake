@@ -11,10 +11,9 @@ if(FLINT_HAVE_CUDA)
                  LABELS cuda ARGS ${CMAKE_SOURCE_DIR})
   set_target_properties(test_target_cuda PROPERTIES LINKER_LANGUAGE CUDA)
 endif()
-# Lab: the CUDA forward at real sizes with random weights (tools/lab/bench_target.c).
+# Tensor parallelism through NCCL on GPUs (one GPU: the one-rank path; two: N = 2 vs N = 1).
 if(FLINT_HAVE_CUDA)
-  add_executable(bench_target ${CMAKE_SOURCE_DIR}/tools/lab/bench_target.c)
-  target_link_libraries(bench_target PRIVATE flint_target flint_core)
-  target_include_directories(bench_target PRIVATE ${CMAKE_SOURCE_DIR})
-  set_target_properties(bench_target PROPERTIES LINKER_LANGUAGE CUDA)
+  flint_add_test(test_tp_cuda SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tp_cuda.c LIBS flint_verifier
+                 LABELS cuda ARGS ${CMAKE_SOURCE_DIR})
+  set_target_properties(test_tp_cuda PROPERTIES LINKER_LANGUAGE CUDA)
 endif()

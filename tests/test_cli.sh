@@ -58,6 +58,11 @@ expect 1 "model.safetensors" -- "$FLINT" generate "$tmp/m4" --prompt hi
 mkdir -p "$tmp/m5"; cp "$tmp/s260"/* "$tmp/m5/"; rm "$tmp/m5/model.safetensors"
 expect 1 "safetensors" -- "$FLINT" generate "$tmp/m5" --prompt hi
 expect 1 "context" -- "$FLINT" generate "$tmp/s260" --prompt hi --max-tokens 100000
+# GPU-only options on a CPU target: a clear refusal, not a crash
+expect 1 "tensor parallelism runs on GPUs" -- "$FLINT" generate "$tmp/s260" --prompt hi --tensor-parallel-size 2
+expect 2 "tensor-parallel-size expects" -- "$FLINT" generate "$tmp/s260" --prompt hi --tensor-parallel-size 0
+expect 2 "gpu-memory-utilization expects" -- "$FLINT" serve "$tmp/s260" --gpu-memory-utilization 1.5
+expect 1 "needs device cuda" -- "$FLINT" serve "$tmp/s260" --gpu-memory-utilization 0.5 --port 0
 expect 2 "temperature" -- "$FLINT" generate "$tmp/s260" --prompt hi --temperature -1
 expect 2 "unknown option" -- "$FLINT" generate "$tmp/s260" --prompt hi --frobnicate 1
 expect 2 "prompt" -- "$FLINT" generate "$tmp/s260"

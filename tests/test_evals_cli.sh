@@ -224,6 +224,11 @@ expect 2 "exclude each other" -- "$FLINT" bench "$M" --synthetic-acceptance 2 --
 expect 2 "gives 2 rates but --draft-lengths goes up to 3" -- "$FLINT" bench "$M" --draft-lengths 1,3 --synthetic-per-position 0.5,0.5
 expect 2 "--batch-sizes lists 2 twice" -- "$FLINT" bench "$M" --batch-sizes 2,2
 expect 2 "--synthetic-per-position expects" -- "$FLINT" bench "$M" --synthetic-per-position 0.5,1.5
+expect 2 "add --device cuda" -- "$FLINT" bench --load-format dummy --model-shape qwen3-8b
+expect 2 "unknown model shape 'qwen9'" -- "$FLINT" bench --load-format dummy --model-shape qwen9 --device cuda
+expect 2 "go together" -- "$FLINT" bench --load-format dummy --device cuda
+expect 2 "--device expects cpu or cuda" -- "$FLINT" bench --device tpu
+expect 2 "--load-format expects auto or dummy" -- "$FLINT" bench --load-format gguf
 # one line of error output for user errors
 "$FLINT" eval "$M" --speculative-config "$SC0" --dataset gsm9k "${X[@]}" 2>"$tmp/err" >/dev/null
 [ "$(wc -l < "$tmp/err")" -eq 1 ] && ok || bad "error is not one line: $(cat "$tmp/err")"

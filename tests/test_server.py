@@ -422,9 +422,13 @@ def group_api():
              "flint:time_to_first_token_seconds_count", "flint:time_per_output_token_seconds_count",
              "flint:e2e_request_latency_seconds_count", "flint:num_requests_waiting", "flint:num_requests_running",
              "flint:kv_blocks_used", "flint:kv_blocks_total", 'flint:requests_total{finish_reason="stop"}',
-             'flint:requests_total{finish_reason="length"}', "process_resident_memory_bytes"]
+             'flint:requests_total{finish_reason="length"}', "process_resident_memory_bytes",
+             "flint:device_memory_bytes", "flint:cuda_graphs", "flint:cuda_graph_captures_total",
+             "flint:cuda_graph_capture_seconds"]
     for n in names:
         check(n in m, f"/metrics has {n}")
+    check(m.get("flint:device_memory_bytes") == 0 and m.get("flint:cuda_graphs") == 0,
+          "a CPU server reports no device memory and no graphs")
     check(m.get("flint:spec_decode_num_drafts_total", 0) > 0 and m.get("flint:e2e_request_latency_seconds_count", 0)
           >= 8, "/metrics counters moved")
     # a finished request's slot and blocks are freed by the engine's next step: give it a moment

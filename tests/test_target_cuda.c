@@ -12,11 +12,13 @@
  *    bound; the random-weight golden models, whose activations are less regular, at up to 0.84
  *    (Llama: 0.28 on logits of magnitude 5.7; taps 1.47 of 43.6).
  *  - batch invariance on the GPU: a row's logits alone equal its logits inside the batch, bit for
- *    bit;
- *  - the engine on the embedded pair with the target on the GPU (drafter and sampler on the CPU
- *    in this version): greedy speculative output equals greedy target-only output, token for
- *    token, for K = 1..7 and batch sizes 1, 2, 8, 32 and 64 (64 GSM8K prompts x 64 tokens), and
- *    target-only output does not depend on the batch size.
+ *    bit; and the forward replayed from captured graphs (rows padded to a bucket) equals the eager
+ *    forward (enforce_eager) bit for bit, logits and taps;
+ *  - the engine on the embedded pair with the target, the drafter and the step's decisions on the
+ *    GPU: greedy speculative output equals greedy target-only output, token for token, for
+ *    K = 1..7 and batch sizes 1, 2, 8, 32 and 64 (64 GSM8K prompts x 64 tokens), and target-only
+ *    output does not depend on the batch size; seeded sampled requests (three filter settings,
+ *    K = 7 and target-only) give the same tokens with the decisions on the GPU and on the host.
  * usage: test_target_cuda [SOURCE_DIR]   (the repository root; default: where it was built) */
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +55,7 @@ static uint32_t rnd(void) {
 enum { N_SEQ = 3, MAX_LEN = 512 };
 
 typedef struct pair {
-    flint_target *cpu, *gpu;
+    flint_target *cpu, *gpu, *eager; /* gpu replays captured graphs; eager launches every kernel */
     const flint_target_config *c;
     int32_t *tables[N_SEQ];
     int len[N_SEQ];
@@ -77,7 +79,10 @@ static int open_pair(pair *p, const char *dir) {
     o.device = FLINT_TARGET_CUDA;
     p->gpu = flint_target_open(dir, &o, &err);
     CHECKF(p->gpu != NULL, "%s", err.msg);
-    if (!p->cpu || !p->gpu) return -1;
+    o.enforce_eager = 1;
+    p->eager = flint_target_open(dir, &o, &err);
+    CHECKF(p->eager != NULL, "%s", err.msg);
+    if (!p->cpu || !p->gpu || !p->eager) return -1;
     p->c = flint_target_get_config(p->cpu);
     int per = (o.max_len + o.kv_block_size - 1) / o.kv_block_size;
     for (int s = 0; s < N_SEQ; s++) {
@@ -91,6 +96,7 @@ static int open_pair(pair *p, const char *dir) {
 static void close_pair(pair *p) {
     flint_target_close(p->cpu);
     flint_target_close(p->gpu);
+    flint_target_close(p->eager);
     for (int s = 0; s < N_SEQ; s++) free(p->tables[s]);
 }
 
@@ -117,6 +123,14 @@ static void step_both(pair *p, const char *name, const int *n_new, float *worst_
     double t0 = now_s();
     CHECKF(flint_target_forward(p->gpu, &b, &err) == 0, "%s", err.msg);
     double dt = now_s() - t0;
+    /* graphs (rows padded to a bucket, attention bound rounded up) == eager, bit for bit */
+    float *le = malloc(sizeof(float) * (size_t)R * V), *te = malloc(sizeof(float) * (size_t)R * 2 * H);
+    b.logits = le;
+    b.taps = te;
+    CHECKF(flint_target_forward(p->eager, &b, &err) == 0, "%s", err.msg);
+    CHECKF(!memcmp(le, lg, sizeof(float) * (size_t)R * V) && !memcmp(te, tg, sizeof(float) * (size_t)R * 2 * H),
+           "%s: the captured forward differs from the eager one", name);
+    free(le), free(te);
     int bad = 0, flips = 0, nonfinite = 0;
     double max_abs = 0, max_ratio = 0;
     for (int r = 0; r < R; r++) {
@@ -171,7 +185,11 @@ static void test_model(const char *dir) {
     step_both(&p, "verify blocks of 8", ver, &worst);
     step_both(&p, "decode", dec, &worst);
     step_both(&p, "mixed decode/verify/chunk", mix, &worst);
-    printf("  worst logit error %.2f of the bound\n", worst);
+    flint_target_graph_info gi;
+    flint_target_graph_stats(p.gpu, &gi);
+    printf("  worst logit error %.2f of the bound; %d graphs captured in %.3f s (graph == eager checked per step)\n",
+           worst, (int)gi.n_captures, gi.capture_s);
+    CHECKF(gi.n_captures > 0, "no forward was captured");
     close_pair(&p);
 }
 
@@ -204,6 +222,8 @@ static int load_prompts(const flint_tokenizer *tok, int32_t **ids, int *n) {
 }
 
 /* Runs prompts [0, n) through the engine, batch at a time; out[i] gets GEN tokens. */
+static const flint_sampling_params *run_sampling; /* NULL: greedy; else prompt i gets seed + i */
+
 static int run(flint_engine *e, int32_t **ids, const int *n_ids, int n, int batch, int spec, int K, int32_t out[][GEN],
                flint_spec_stats *st) {
     int next = 0, done = 0, sid_of[4096];
@@ -215,6 +235,10 @@ static int run(flint_engine *e, int32_t **ids, const int *n_ids, int n, int batc
             flint_request_params p;
             flint_request_params_default(&p);
             p.sampling.temperature = 0;
+            if (run_sampling) {
+                p.sampling = *run_sampling;
+                p.sampling.seed = run_sampling->seed + (uint64_t)next;
+            }
             p.max_tokens = GEN;
             p.ignore_eos = 1;
             p.speculative = spec;
@@ -294,6 +318,37 @@ static void test_engine(void) {
         }
     }
     printf("  target-only, 64 prompts x %d tokens at batch 64: %.2f s\n", GEN, t_plain);
+
+    /* the step's decisions on the GPU (the default) vs on the host from downloaded logits
+     * (host_accept): the same tokens for seeded sampled requests, with and without drafts */
+    o.host_accept = 1;
+    flint_engine *h = flint_engine_open(&o, &err);
+    CHECKF(h != NULL, "%s", err.msg);
+    static int32_t a[N_PROMPTS][GEN], bb[N_PROMPTS][GEN];
+    const flint_sampling_params sps[3] = {{1.0f, 0, 0.9f, 0.0f, 1000}, {0.7f, 40, 1.0f, 0.05f, 2000},
+                                          {1.3f, 0, 0.95f, 0.02f, 3000}};
+    for (int c = 0; h && c < 6; c++) {
+        run_sampling = &sps[c % 3];
+        const int spec_on = c < 3;
+        memset(a, 0xff, sizeof a), memset(bb, 0xfe, sizeof bb);
+        flint_spec_stats sa, sb;
+        t0 = now_s();
+        run(e, ids, n_ids, N_PROMPTS, 8, spec_on, 7, a, &sa);
+        double t_dev = now_s() - t0;
+        t0 = now_s();
+        run(h, ids, n_ids, N_PROMPTS, 8, spec_on, 7, bb, &sb);
+        double t_host = now_s() - t0;
+        int same = 0;
+        for (int i = 0; i < N_PROMPTS; i++) same += !memcmp(a[i], bb[i], sizeof(int32_t) * GEN);
+        printf("  sampled T=%.1f top_k %d top_p %.2f min_p %.2f, %s, batch 8: GPU decisions == host decisions for "
+               "%d/%d prompts (AL %.3f / %.3f; %.2f s vs %.2f s)\n", sps[c % 3].temperature, sps[c % 3].top_k,
+               sps[c % 3].top_p, sps[c % 3].min_p, spec_on ? "K = 7" : "target only", same, N_PROMPTS,
+               flint_spec_stats_mean_al(&sa), flint_spec_stats_mean_al(&sb), t_dev, t_host);
+        CHECKF(same == N_PROMPTS, "GPU and host acceptance differ on %d of %d sampled prompts", N_PROMPTS - same,
+               N_PROMPTS);
+    }
+    run_sampling = NULL;
+    flint_engine_close(h);
     for (int i = 0; i < N_PROMPTS; i++) free(ids[i]);
     flint_engine_close(e);
 }

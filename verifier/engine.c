@@ -76,6 +76,11 @@ int flint_engine_kv_blocks_free(const flint_engine *e) {
     return flint_kv_alloc_free_count(e->kv) + (e->pc ? flint_prefix_evictable(e->pc, e->kv) : 0);
 }
 
+void flint_engine_device_stats(const flint_engine *e, flint_target_graph_info *graphs, size_t *device_bytes) {
+    flint_target_graph_stats(e->tgt, graphs);
+    *device_bytes = flint_target_device_bytes(e->tgt);
+}
+
 void flint_engine_prefix_stats(const flint_engine *e, int64_t *q, int64_t *h, int *blocks) {
     *q = e->prefix_query_tokens;
     *h = e->prefix_hit_tokens;
@@ -132,17 +137,37 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
     to.max_rows = e->max_rows;
     to.n_threads = o->n_threads;
     to.device = o->device;
-    if (!(e->tgt = flint_target_open(o->model_dir, &to, err))) goto fail;
+    to.enforce_eager = o->enforce_eager;
+    to.gpu_memory_utilization = o->gpu_memory_utilization;
+    if (o->tensor_parallel_size < 0 || o->tensor_parallel_size > 64) {
+        flint_err_set(err, FLINT_ERR_INVALID, "tensor parallel size %d is outside 1..64", o->tensor_parallel_size);
+        goto fail;
+    }
+    if (o->tensor_parallel_size > 1 || o->tp_nccl) {
+        if (flint_engine_tp_open(e, &to, err)) goto fail;
+    } else if (!(e->tgt = flint_target_open(o->model_dir, &to, err))) {
+        goto fail;
+    }
     e->tc = flint_target_get_config(e->tgt);
     e->V = e->tc->vocab_size;
     e->H = e->tc->hidden_size;
     e->bs = flint_target_kv_block_size(e->tgt);
     e->blocks_per_seq = (e->max_len + e->bs - 1) / e->bs;
+    if (o->drafter_dir && o->tensor_parallel_size > 1 && !e->tc->tie_word_embeddings) {
+        /* the CPU drafter shares the target's LM head, and rank 0 holds only its vocabulary rows */
+        flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tensor parallel size %d with a drafter needs a target with tied "
+                      "embeddings in this version (%s has a separate lm_head)", o->tensor_parallel_size, o->model_dir);
+        goto fail;
+    }
     if (o->drafter_dir) {
         flint_drafter_options dopt;
         flint_drafter_options_default(&dopt);
         dopt.max_reqs = o->max_seqs;
         dopt.max_rows = e->max_rows;
+        /* the drafter runs where the target runs; with tensor parallelism over several GPUs it stays
+         * on the CPU in this version (the CUDA drafter beside a sharded target is not yet verified
+         * on a multi-GPU machine) */
+        dopt.device = o->tensor_parallel_size > 1 ? FLINT_TARGET_CPU : o->device;
         if (!(e->dft = flint_drafter_open(o->drafter_dir, e->tgt, &dopt, err))) goto fail;
         const flint_drafter_config *dc = flint_drafter_get_config(e->dft);
         e->K = o->num_speculative_tokens ? o->num_speculative_tokens : dc->max_draft;
@@ -192,6 +217,9 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
     e->dreqs = flint_xcalloc((size_t)S, sizeof *e->dreqs);
     e->dreq_sid = flint_xcalloc((size_t)S, sizeof(int));
     e->row0 = flint_xcalloc((size_t)S, sizeof(int));
+    e->order = flint_xcalloc((size_t)S, sizeof(int));
+    e->dev_out = flint_xcalloc((size_t)S * (FLINT_MAX_DRAFT + 1), sizeof(int32_t));
+    e->dev_acc = flint_xcalloc((size_t)S, sizeof(int));
     e->events = flint_xcalloc((size_t)S, sizeof *e->events);
     flint_sampler_scratch_init(&e->sc, e->V);
     e->allowed = flint_xmalloc((size_t)e->V);
@@ -203,6 +231,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
         }
         if (o->dyn_fixed_ms == 0 && o->dyn_row_ms == 0 && flint_engine_measure_verify_cost(e, err)) goto fail;
     }
+    if (flint_engine_dev_open(e, err)) goto fail;
     flint_log_info("engine: %s, max_seqs %d, max_model_len %d, prefill chunk %d, %s", o->model_dir, S, e->max_len,
                    o->prefill_chunk, e->dft ? "speculative" : "no drafter");
     if (e->dft) flint_log_info("engine: K = %d%s, %s drafts; drafter %s", e->K,
@@ -243,6 +272,10 @@ void flint_engine_close(flint_engine *e) {
     free(e->dreqs);
     free(e->dreq_sid);
     free(e->row0);
+    free(e->order);
+    free(e->dev_out);
+    free(e->dev_acc);
+    flint_engine_dev_close(e);
     free(e->events);
     flint_sampler_scratch_free(&e->sc);
     flint_prefix_free(e->pc);
@@ -250,6 +283,7 @@ void flint_engine_close(flint_engine *e) {
     flint_grammar_vocab_free(e->gvocab);
     flint_kv_alloc_free(e->kv);
     flint_drafter_close(e->dft);
+    flint_engine_tp_close(e); /* the ranks' targets, e->tgt among them */
     flint_target_close(e->tgt);
     flint_tokenizer_close(e->tok);
     free(e);

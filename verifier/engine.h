@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/tokenizer.h"
 #include "sampler/sampler.h"
+#include "target/target.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,7 +48,16 @@ typedef struct flint_engine_options {
     int dynamic_draft;
     double dyn_fixed_ms, dyn_row_ms;
     int device;                 /* where the target runs: FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA;
-                                 * the drafter and sampler run on the CPU in this version */
+                                 * the drafter follows it; the sampler runs on the CPU in this version */
+    int enforce_eager;          /* CUDA: launch every kernel instead of replaying captured graphs */
+    float gpu_memory_utilization; /* CUDA, kv_blocks 0: size the target's KV pool to this fraction of the
+                                   * device (target.h); 0 = max_seqs sessions of max_model_len */
+    int tensor_parallel_size;   /* CUDA: > 1 shards the target over GPUs 0..N-1 through NCCL, one thread
+                                 * per rank (verifier/tp.c); 0 or 1: one GPU */
+    int tp_nccl;                /* tests: go through the NCCL path even at tensor_parallel_size 1 */
+    int host_accept;            /* CUDA: take the acceptance and sampling decisions on the host from
+                                 * downloaded logits (tests; the default decides on the GPU when no
+                                 * session of the step needs logits on the host) */
     /* Benchmarks only (flint bench --synthetic-*): when set, a step accepts draft i with
      * probability synthetic_rates[i] given the earlier ones were accepted (keyed by seed and
      * position, so runs repeat), whatever the target says; output tokens are then meaningless
@@ -159,6 +169,9 @@ int flint_engine_step(flint_engine *e, const flint_step_event **events, int *n_e
 const flint_spec_stats *flint_engine_stats(const flint_engine *e);
 /* Prefix cache: prompt tokens looked up and found so far, and blocks held by the cache now. */
 void flint_engine_prefix_stats(const flint_engine *e, int64_t *query_tokens, int64_t *hit_tokens, int *cached_blocks);
+/* The CUDA target's captured graphs (rank 0's with tensor parallelism) and its device memory in
+ * one allocation; zeros on the CPU. */
+void flint_engine_device_stats(const flint_engine *e, flint_target_graph_info *graphs, size_t *device_bytes);
 
 /* ==== shared by the commands and the server ==== */
 

@@ -4,6 +4,8 @@
 #define FLINT_VERIFIER_ENGINE_INTERNAL_H
 
 typedef struct flint_prefix_cache flint_prefix_cache;
+typedef struct flint_engine_tp flint_engine_tp;
+typedef struct flint_engine_dev flint_engine_dev;
 
 #include "drafter/drafter.h"
 #include "sampler/grammar.h"
@@ -46,7 +48,9 @@ typedef struct session {
 struct flint_engine {
     flint_engine_options o;
     flint_tokenizer *tok;
-    flint_target *tgt;
+    flint_target *tgt;   /* rank 0's with tensor parallelism */
+    flint_engine_tp *tp; /* tensor parallel ranks (verifier/tp.c), or NULL */
+    flint_engine_dev *dev; /* acceptance on the GPU (step_cuda.c), or NULL: the host decides */
     flint_drafter *dft;
     flint_kv_alloc *kv;
     const flint_target_config *tc;
@@ -73,6 +77,9 @@ struct flint_engine {
     flint_drafter_req *dreqs;                          /* [max_seqs] */
     int *dreq_sid;
     int *row0;                                         /* [max_seqs] first verify row of a session */
+    int *order;                                        /* [max_seqs] the step's sessions in row order */
+    int32_t *dev_out;                                  /* [max_seqs][FLINT_MAX_DRAFT + 1] GPU decisions */
+    int *dev_acc;                                      /* [max_seqs] accepted drafts (GPU path) */
     flint_sampler_scratch sc;
     flint_step_event *events;
     int n_events;
@@ -119,5 +126,19 @@ int flint_engine_emit(flint_engine *e, session *s, const int32_t *toks, int n, f
 void flint_engine_push_event(flint_engine *e, int sid);
 /* Log-probabilities of candidate output idx of this step (token tok, logits row). */
 void flint_engine_logprobs(flint_engine *e, session *s, int idx, const float *row, int32_t tok);
+
+/* verifier/tp.c: the target forward on every tensor-parallel rank (or the one target), and the
+ * ranks' lifetime. */
+int flint_engine_forward(flint_engine *e, const flint_target_batch *b, flint_err *err);
+
+/* step_cuda.c: the step's acceptance and sampling on the GPU (a no-op open without CUDA). accept:
+ * order[0..n) the step's sessions in row order, the first n0 without drafts (rows 0..n0-1), n_d
+ * draft requests; fills out[i * (FLINT_MAX_DRAFT + 1) ..] and acc[i] per session i of order. */
+int flint_engine_dev_open(flint_engine *e, flint_err *err);
+void flint_engine_dev_close(flint_engine *e);
+int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, int n_d, int32_t *out, int *acc,
+                            flint_err *err);
+int flint_engine_tp_open(flint_engine *e, const flint_target_options *to, flint_err *err);
+void flint_engine_tp_close(flint_engine *e);
 
 #endif

@@ -59,7 +59,7 @@ int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err) {
         double t[3];
         for (int k = 0; k < 4; k++) {
             double t0 = now_ms();
-            if (flint_target_forward(e->tgt, &b, err)) {
+            if (flint_engine_forward(e, &b, err)) {
                 free(table);
                 return -1;
             }

@@ -56,7 +56,7 @@ static int prefill(flint_engine *e, flint_err *err) {
                             .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = n_logit,
                             .logit_rows = e->logit_rows, .logits = e->logits, .n_taps = e->dft ? e->n_taps : 0,
                             .tap_layers = e->tap_layers, .taps = e->taps};
-    if (flint_target_forward(e->tgt, &b, err)) return -1;
+    if (flint_engine_forward(e, &b, err)) return -1;
     if (e->dft) {
         flint_drafter_ctx_batch cb = {.n_rows = R, .taps = e->taps, .pos = e->row_pos, .row_seq = e->row_seq,
                                       .n_seqs = e->o.max_seqs, .block_tables = e->tables};
@@ -110,60 +110,83 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
             e->dreq_sid[n_d++] = i;
         }
     }
+    /* Decisions on the GPU when every session of the step can do without logits on the host
+     * (step_cuda.c): no grammar mask, no logprobs. */
+    int use_dev = e->dev != NULL;
+    for (int i = 0; i < e->o.max_seqs && use_dev; i++) {
+        const session *s = &e->ss[i];
+        if (s->st == S_RUNNING && !s->cancelled && !fresh[i] && (s->grammar || s->p.logprobs || s->p.top_logprobs))
+            use_dev = 0;
+    }
     if (n_d > 0) {
-        flint_drafter_out out = {.tokens = e->drafts, .q = e->o.draft_greedy ? NULL : e->q,
-                                 .confidence = e->conf};
+        flint_drafter_out out = {.tokens = e->drafts, .q = e->o.draft_greedy || use_dev ? NULL : e->q,
+                                 .confidence = e->conf, .q_on_device = use_dev && !e->o.draft_greedy};
         if (flint_drafter_draft(e->dft, n_d, e->dreqs, e->tables, e->o.max_seqs, &out, err)) return -1;
         if (e->o.dynamic_draft) {
             flint_engine_schedule_drafts(e, R, n_d);
             for (int d = 0; d < n_d; d++) e->ss[e->dreq_sid[d]].k = e->dlen[d];
         }
     }
-    /* verify rows: [anchor, drafts] per running session */
+    /* verify rows: [anchor, drafts] per running session, in e->order; on the GPU path the sessions
+     * without drafts come first (rows 0..n0-1, sampled in one launch) */
     R = 0;
-    for (int i = 0; i < e->o.max_seqs; i++) {
-        session *s = &e->ss[i];
-        if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
-        e->row0[i] = R;
-        e->row_tok[R] = s->anchor;
-        e->row_pos[R] = s->pos;
-        e->row_seq[R] = i;
-        R++;
-        if (s->k > 0) {
-            const int32_t *x = e->drafts + (size_t)s->di * e->dmax;
-            for (int j = 0; j < s->k; j++, R++) {
-                e->row_tok[R] = x[j];
-                e->row_pos[R] = s->pos + 1 + j;
-                e->row_seq[R] = i;
+    int n = 0, n0 = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < e->o.max_seqs; i++) {
+            session *s = &e->ss[i];
+            if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
+            if (use_dev && (pass == 0) != (s->k == 0)) continue;
+            if (!use_dev && pass == 1) continue;
+            e->order[n++] = i;
+            if (use_dev && pass == 0) n0++;
+            e->row0[i] = R;
+            e->row_tok[R] = s->anchor;
+            e->row_pos[R] = s->pos;
+            e->row_seq[R] = i;
+            R++;
+            if (s->k > 0) {
+                const int32_t *x = e->drafts + (size_t)s->di * e->dmax;
+                for (int j = 0; j < s->k; j++, R++) {
+                    e->row_tok[R] = x[j];
+                    e->row_pos[R] = s->pos + 1 + j;
+                    e->row_seq[R] = i;
+                }
             }
         }
-    }
     if (R == 0) return 0;
     for (int r = 0; r < R; r++) e->logit_rows[r] = r;
     flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
                             .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = R,
-                            .logit_rows = e->logit_rows, .logits = e->logits, .n_taps = e->dft ? e->n_taps : 0,
-                            .tap_layers = e->tap_layers, .taps = e->taps};
-    if (flint_target_forward(e->tgt, &b, err)) return -1;
+                            .logit_rows = e->logit_rows, .logits = use_dev ? NULL : e->logits,
+                            .n_taps = e->dft ? e->n_taps : 0, .tap_layers = e->tap_layers, .taps = e->taps,
+                            .logits_on_device = use_dev};
+    if (flint_engine_forward(e, &b, err)) return -1;
+    if (use_dev && flint_engine_dev_accept(e, e->order, n0, n, n_d, e->dev_out, e->dev_acc, err)) return -1;
 
-    /* accept, emit, and gather the context rows to commit */
+    /* accept, emit, and gather the context rows to commit (in row order: the compaction of the
+     * committed rows below only ever moves rows down) */
     int C = 0;
-    for (int i = 0; i < e->o.max_seqs; i++) {
+    for (int oi = 0; oi < n; oi++) {
+        const int i = e->order[oi];
         session *s = &e->ss[i];
-        if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
         int r0 = e->row0[i], k = s->k, acc;
         int32_t out[FLINT_MAX_DRAFT + 1];
-        float *lg = e->logits + (size_t)r0 * e->V;
-        flint_engine_grammar_mask_rows(e, s, lg, e->row_tok + r0 + 1, k);
-        if (k == 0) {
-            out[0] = flint_sampler_sample(&s->p.sampling, lg, e->V, s->pos + 1, &e->sc);
-            acc = 0;
+        if (use_dev) {
+            acc = e->dev_acc[oi];
+            memcpy(out, e->dev_out + (size_t)oi * (FLINT_MAX_DRAFT + 1), sizeof(int32_t) * (size_t)(acc + 1));
         } else {
-            const float *q = e->o.draft_greedy ? NULL : e->q + (size_t)s->di * e->dmax * e->V;
-            acc = flint_accept_draft(&s->p.sampling, k, e->row_tok + r0 + 1, q, lg, e->V, s->pos + 1, &e->sc, out);
-            if (e->o.synthetic) acc = synthetic_accept(e, s, k, e->row_tok + r0 + 1, lg, out);
+            float *lg = e->logits + (size_t)r0 * e->V;
+            flint_engine_grammar_mask_rows(e, s, lg, e->row_tok + r0 + 1, k);
+            if (k == 0) {
+                out[0] = flint_sampler_sample(&s->p.sampling, lg, e->V, s->pos + 1, &e->sc);
+                acc = 0;
+            } else {
+                const float *q = e->o.draft_greedy ? NULL : e->q + (size_t)s->di * e->dmax * e->V;
+                acc = flint_accept_draft(&s->p.sampling, k, e->row_tok + r0 + 1, q, lg, e->V, s->pos + 1, &e->sc, out);
+                if (e->o.synthetic) acc = synthetic_accept(e, s, k, e->row_tok + r0 + 1, lg, out);
+            }
+            for (int j = 0; j <= acc; j++) flint_engine_logprobs(e, s, j, lg + (size_t)j * e->V, out[j]);
         }
-        for (int j = 0; j <= acc; j++) flint_engine_logprobs(e, s, j, lg + (size_t)j * e->V, out[j]);
         int kept = flint_engine_emit(e, s, out, acc + 1, err);
         if (kept < 0) return -1;
         flint_engine_grammar_commit(e, s, out, kept);

@@ -20,8 +20,9 @@
  *   an output element a kernel forgot to write shows up as non-finite.
  * - Batch invariance: GEMM rows of M = 64, 9, 8, 5, 3, 2 launches bit-equal M = 1 launches (each
  *   tile height of the kernel), at small and qwen3-8b shapes; the same for the tensor-core GEMM
- *   with M = 130, 64, 33, 17, 9, 8, 5, 3, 2 (each of its launch shapes); attention rows (causal) and blocks
- *   (drafter mode) bit-equal the same row or block launched alone with a smaller grid.
+ *   with M = 130, 64, 33, 17, 9, 8, 5, 3, 2 (each of its launch shapes); attention rows (causal)
+ *   bit-equal the same rows shuffled (other groups, other neighbours), each row alone and each run
+ *   (verify block, prefill run) alone, with smaller grids; drafter blocks bit-equal each block alone.
  * Usage: test_cuda_ops [--seed N] [--no-lab] [--quick]; FLINT_SEED=N also fixes the seed. --quick
  * leaves out the large shapes and the guard bytes, for runs under compute-sanitizer: every buffer
  * is then exactly its size, so memcheck sees any access past it. */
@@ -516,11 +517,72 @@ static void test_gemm_tc_invariance(int N, int K) {
     test_gemm_invariance_k(1, N, K, ms, 9);
 }
 
+/* Every tiling of the tensor-core GEMM (flint_cuda_gemm_tc_variant_split) shares its order, so
+ * each must reproduce flint_cuda_gemm_tc_split (same n_split) bit for bit: the rows of launches of
+ * M = ms[..] against one launch of the largest, x rows ldx apart, y rows ldy apart (stored, or
+ * accumulated into random values); y's gap columns and the rows past M must stay untouched
+ * (counted with the guards). */
+static void test_gemm_tc_variants_k(int N, int K, int ldx, int ldy, int accumulate, int n_split, const int *ms,
+                                    int n_ms) {
+    int MB = 0;
+    for (int t = 0; t < n_ms; t++) MB = ms[t] > MB ? ms[t] : MB;
+    const size_t ybytes = sizeof(float) * MB * ldy;
+    uint16_t *xh = xmalloc(sizeof(uint16_t) * MB * ldx), *wh = xmalloc(sizeof(uint16_t) * N * K);
+    float *y0 = xmalloc(ybytes), *want = xmalloc(ybytes), *got = xmalloc(ybytes);
+    rand_bf16(xh, NULL, (size_t)MB * ldx, -1, 1);
+    rand_bf16(wh, NULL, (size_t)N * K, -1, 1);
+    memset(y0, 0xFF, ybytes); /* NaN: gaps, and the outputs when storing */
+    if (accumulate)
+        for (int m = 0; m < MB; m++) rand_f32(y0 + (size_t)m * ldy, N, -4, 4);
+    dbuf dx = dnew_up(xh, sizeof(uint16_t) * MB * ldx), dw = dnew_up(wh, sizeof(uint16_t) * N * K);
+    dbuf d1 = dnew_up(y0, ybytes), dm = dnew(ybytes);
+    flint_cuda_gemm_tc_split(d1.p, ldy, dx.p, ldx, dw.p, MB, N, K, accumulate, n_split, NULL);
+    down(want, &d1);
+    for (int v = 0; v < flint_cuda_gemm_tc_variants(); v++) {
+        size_t bad = 0, nf = 0, total = 0;
+        int untouched = 1;
+        for (int t = 0; t < n_ms; t++) {
+            CK(cudaMemcpy(dm.p, y0, ybytes, cudaMemcpyHostToDevice));
+            flint_cuda_gemm_tc_variant_split(dm.p, ldy, dx.p, ldx, dw.p, ms[t], N, K, accumulate, n_split, v, NULL);
+            down(got, &dm);
+            for (int m = 0; m < ms[t]; m++)
+                for (int n = 0; n < N; n++) {
+                    const size_t i = (size_t)m * ldy + n;
+                    total++;
+                    nf += !isfinite(got[i]);
+                    bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+                }
+            untouched &= gaps_ok(got, ms[t], N, ldy, 4) &&
+                         !memcmp(got + (size_t)ms[t] * ldy, y0 + (size_t)ms[t] * ldy,
+                                 sizeof(float) * (size_t)(MB - ms[t]) * ldy);
+        }
+        char cas[96];
+        snprintf(cas, sizeof cas, "%s N=%d K=%d%s%s ns=%d", flint_cuda_gemm_tc_variant(NULL, 0, NULL, 0, NULL, 0, 0, 0,
+                 0, v, NULL), N, K, ldx != K || ldy != N ? " ld+" : "", accumulate ? " acc" : "", n_split);
+        bits_row("gemm-tc-tiling", cas, bad, total, nf, untouched && guards_ok(&dm));
+    }
+    dfree(&dx), dfree(&dw), dfree(&d1), dfree(&dm);
+    free(xh), free(wh), free(y0), free(want), free(got);
+}
+
+/* at M = 1, 8, 64 and 130, n_split 4, plain strides */
+static void test_gemm_tc_variants(int N, int K) {
+    const int ms[] = {1, 8, 64, 130};
+    test_gemm_tc_variants_k(N, K, K, N, 0, 4, ms, 4);
+}
+
 /* ==== Attention ==== */
 
 /* The reference, mirroring target/forward_cpu.c attention() (causal) and drafter/forward_cpu.c
  * block_attention() (blk_rows > 0): scores by flint_ops_dot * scale, max, expf, sum and the
- * weighted V sum in position order, then * 1/sum. */
+ * weighted V sum in position order, then * 1/sum.
+ * Limit per output: 2^-7 |ref| + 2e-5. The bf16 rounding of the output costs up to 2^-8 |ref|;
+ * the rest is fp32-level: the tensor-core path (attn_cuda.cu) feeds q and the softmax weights to
+ * the MMAs as hi + lo bf16 halves (within 2^-16 relative; block-mode K/V the same), accumulates
+ * in fp32, and sums in another order than the reference. With q in [-3, 3), K/V in [-1, 1) and
+ * head_dim <= 256 that moves scores by ~1e-6 and outputs by a few 1e-6 (the worst case, every
+ * rounding aligned, ~1.5e-5), under the 2e-5; an indexing slip (a wrong position, head or chunk)
+ * moves an output by ~1 / context or more, visible at contexts of a few hundred. */
 typedef struct {
     const kv_layout *L;
     const float *kc, *vc; /* the bf16 caches as fp32 */
@@ -534,8 +596,11 @@ static void ref_attention(const ref_attn *a, float *out /* [n_rows][n_heads * hd
     const kv_layout *L = a->L;
     const int hd = L->hd, G = a->n_heads / L->n_kv;
     const float scale = (float)(1.0 / sqrt((double)hd));
-    float *sc = xmalloc(sizeof(float) * 65536);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 4) num_threads(n_cpu)
+#endif
     for (int r = 0; r < a->n_rows; r++) {
+        float *sc = xmalloc(sizeof(float) * 65536);
         int n_cache, T, blk0 = 0;
         if (a->blk_rows) {
             blk0 = r - r % a->blk_rows;
@@ -569,12 +634,16 @@ static void ref_attention(const ref_attn *a, float *out /* [n_rows][n_heads * hd
             float inv = 1.0f / sum;
             for (int d = 0; d < hd; d++) o[d] *= inv;
         }
+        free(sc);
     }
-    free(sc);
 }
 
-/* Causal rows: n_groups runs of consecutive positions (a prefill chunk, verify blocks, decode
- * rows), one sequence each, the row order shuffled. Then each row alone must give the same bits. */
+/* Causal rows: n_groups runs of consecutive positions, one sequence each (a prefill run, verify
+ * blocks, decode rows). Launch A keeps each run's rows together in position order (the order of
+ * the runs shuffled), so the kernel groups them (a verify block in one CTA, a long prefill cut
+ * into groups); it is checked against the reference. Then, bit for bit against launch A: the
+ * rows shuffled one by one (launch B: mostly groups of one row, other neighbours); each row
+ * alone (grid sized for that row); each run alone. */
 static void test_attention_causal(const char *name, int n_heads, int n_kv, int hd, int bs, int n_groups,
                                   const int *starts, const int *lens) {
     int R = 0, max_pos = 0;
@@ -584,15 +653,20 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
     }
     kv_layout L = kv_layout_make(n_groups, max_pos, bs, n_kv, hd);
     const int q_dim = n_heads * hd, ldq = q_dim + 2 * n_kv * hd, ldo = q_dim + 8;
-    int *order = xmalloc(sizeof(int) * R);
-    for (int r = 0; r < R; r++) order[r] = r;
-    shuffle(order, R);
+    /* logical row k (run i, j-th row) sits at row ra[k] of launch A and rb[k] of launch B */
+    int *ra = xmalloc(sizeof(int) * R), *rb = xmalloc(sizeof(int) * R), *gorder = xmalloc(sizeof(int) * n_groups);
+    int *g0 = xmalloc(sizeof(int) * n_groups); /* first logical row of each run */
     int32_t *pos = xmalloc(sizeof(int32_t) * R), *seq = xmalloc(sizeof(int32_t) * R);
-    for (int i = 0, k = 0; i < n_groups; i++)
-        for (int j = 0; j < lens[i]; j++, k++) {
-            pos[order[k]] = starts[i] + j;
-            seq[order[k]] = i;
-        }
+    for (int i = 0, k = 0; i < n_groups; i++) {
+        g0[i] = k;
+        for (int j = 0; j < lens[i]; j++, k++) pos[k] = starts[i] + j, seq[k] = i;
+    }
+    for (int i = 0; i < n_groups; i++) gorder[i] = i;
+    shuffle(gorder, n_groups);
+    for (int o = 0, row = 0; o < n_groups; o++)
+        for (int j = 0; j < lens[gorder[o]]; j++) ra[g0[gorder[o]] + j] = row++;
+    for (int k = 0; k < R; k++) rb[k] = k;
+    shuffle(rb, R);
     size_t n = kv_elems(&L);
     uint16_t *kh = xmalloc(sizeof(uint16_t) * n), *vh = xmalloc(sizeof(uint16_t) * n);
     float *kf = xmalloc(sizeof(float) * n), *vf = xmalloc(sizeof(float) * n);
@@ -600,15 +674,27 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
     rand_bf16(vh, vf, n, -1, 1);
     float *q = xmalloc(sizeof(float) * R * ldq), *ref = xmalloc(sizeof(float) * R * q_dim);
     rand_f32(q, (size_t)R * ldq, -3, 3);
-    uint16_t *got = xmalloc(sizeof(uint16_t) * R * ldo), *alone = xmalloc(sizeof(uint16_t) * R * ldo);
+    /* launch order copies of q, pos, seq */
+    float *qa = xmalloc(sizeof(float) * R * ldq), *qb = xmalloc(sizeof(float) * R * ldq);
+    int32_t *pa = xmalloc(sizeof(int32_t) * R), *pb = xmalloc(sizeof(int32_t) * R);
+    int32_t *sa = xmalloc(sizeof(int32_t) * R), *sb = xmalloc(sizeof(int32_t) * R);
+    for (int k = 0; k < R; k++) {
+        memcpy(qa + (size_t)ra[k] * ldq, q + (size_t)k * ldq, sizeof(float) * ldq);
+        memcpy(qb + (size_t)rb[k] * ldq, q + (size_t)k * ldq, sizeof(float) * ldq);
+        pa[ra[k]] = pos[k], sa[ra[k]] = seq[k];
+        pb[rb[k]] = pos[k], sb[rb[k]] = seq[k];
+    }
+    uint16_t *got = xmalloc(sizeof(uint16_t) * R * ldo), *other = xmalloc(sizeof(uint16_t) * R * ldo);
 
-    dbuf dq = dnew_up(q, sizeof(float) * R * ldq), dk = dnew_up(kh, sizeof(uint16_t) * n);
-    dbuf dv = dnew_up(vh, sizeof(uint16_t) * n), dbt = dnew_up(L.bt, sizeof(int32_t) * L.n_seqs * L.bt_stride);
-    dbuf dp = dnew_up(pos, sizeof(int32_t) * R), ds = dnew_up(seq, sizeof(int32_t) * R);
+    dbuf dk = dnew_up(kh, sizeof(uint16_t) * n), dv = dnew_up(vh, sizeof(uint16_t) * n);
+    dbuf dbt = dnew_up(L.bt, sizeof(int32_t) * L.n_seqs * L.bt_stride);
+    dbuf dqa = dnew_up(qa, sizeof(float) * R * ldq), dqb = dnew_up(qb, sizeof(float) * R * ldq);
+    dbuf dpa = dnew_up(pa, sizeof(int32_t) * R), dpb = dnew_up(pb, sizeof(int32_t) * R);
+    dbuf dsa = dnew_up(sa, sizeof(int32_t) * R), dsb = dnew_up(sb, sizeof(int32_t) * R);
     dbuf dout = dnew(sizeof(uint16_t) * R * ldo), dalone = dnew(sizeof(uint16_t) * R * ldo);
     dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, hd, max_pos + 1));
     flint_cuda_attn a = {0};
-    a.q = dq.p;
+    a.q = dqa.p;
     a.ldq = ldq;
     a.out = dout.p;
     a.ldo = ldo;
@@ -616,8 +702,8 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
     a.v_cache = dv.p;
     a.block_tables = dbt.p;
     a.bt_stride = L.bt_stride;
-    a.row_seq = ds.p;
-    a.pos = dp.p;
+    a.row_seq = dsa.p;
+    a.pos = dpa.p;
     a.n_rows = R;
     a.n_heads = n_heads;
     a.n_kv_heads = n_kv;
@@ -628,42 +714,78 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
     flint_cuda_attention(&a, NULL);
     down(got, &dout);
 
-    ref_attn ra = {&L, kf, vf, q, ldq, R, n_heads, 0, 0, pos, seq, NULL, NULL};
-    ref_attention(&ra, ref);
+    ref_attn rf = {&L, kf, vf, q, ldq, R, n_heads, 0, 0, pos, seq, NULL, NULL};
+    ref_attention(&rf, ref);
     cmp c = {0};
-    for (int r = 0; r < R; r++)
+    for (int k = 0; k < R; k++)
         for (int i = 0; i < q_dim; i++) {
-            double rf = ref[(size_t)r * q_dim + i];
-            cmp_add(&c, flint_bf16_to_f32(got[(size_t)r * ldo + i]), rf, 2e-5 + ldexp(fabs(rf), -7));
+            double x = ref[(size_t)k * q_dim + i];
+            cmp_add(&c, flint_bf16_to_f32(got[(size_t)ra[k] * ldo + i]), x, 2e-5 + ldexp(fabs(x), -7));
         }
     char cas[96];
     snprintf(cas, sizeof cas, "%s causal rows=%d heads=%d/%d hd=%d bs=%d", name, R, n_heads, n_kv, hd, bs);
     row("attention", cas, &c, guards_ok(&dout) && gaps_ok(got, R, q_dim, ldo, 2));
 
+    /* bit-compare a launch's output (rows at map[k]) with launch A's */
+    size_t bad, nf;
+#define ATTN_BITS(map, what)                                                                                       \
+    do {                                                                                                           \
+        down(other, &dalone);                                                                                      \
+        bad = nf = 0;                                                                                              \
+        for (int k = 0; k < R; k++)                                                                                \
+            for (int i = 0; i < q_dim; i++) {                                                                      \
+                const uint16_t y = other[(size_t)(map)[k] * ldo + i];                                              \
+                bad += y != got[(size_t)ra[k] * ldo + i];                                                          \
+                nf += !isfinite(flint_bf16_to_f32(y));                                                             \
+            }                                                                                                      \
+        snprintf(cas, sizeof cas, "%s causal: %s", name, what);                                                    \
+        bits_row("attn-batch", cas, bad, (size_t)R * q_dim, nf,                                                    \
+                 guards_ok(&dalone) && guards_ok(&dscr) && gaps_ok(other, R, q_dim, ldo, 2));                      \
+    } while (0)
+
+    /* B: the rows shuffled */
+    flint_cuda_attn b = a;
+    b.q = dqb.p;
+    b.pos = dpb.p;
+    b.row_seq = dsb.p;
+    b.out = dalone.p;
+    flint_cuda_attention(&b, NULL);
+    ATTN_BITS(rb, "rows shuffled == runs together");
+
     /* each row alone, with the grid sized for that row only */
+    CK(cudaMemset(dalone.p, 0xFF, dalone.bytes));
     for (int r = 0; r < R; r++) {
-        flint_cuda_attn b = a;
-        b.q = (const float *)dq.p + (size_t)r * ldq;
+        b = a;
+        b.q = (const float *)dqa.p + (size_t)r * ldq;
         b.out = (uint16_t *)dalone.p + (size_t)r * ldo;
-        b.pos = (const int32_t *)dp.p + r;
-        b.row_seq = (const int32_t *)ds.p + r;
+        b.pos = (const int32_t *)dpa.p + r;
+        b.row_seq = (const int32_t *)dsa.p + r;
         b.n_rows = 1;
-        b.max_ctx = pos[r] + 1;
+        b.max_ctx = pa[r] + 1;
         flint_cuda_attention(&b, NULL);
     }
-    down(alone, &dalone);
-    size_t bad = 0, nf = 0;
-    for (int r = 0; r < R; r++)
-        for (int i = 0; i < q_dim; i++) {
-            bad += alone[(size_t)r * ldo + i] != got[(size_t)r * ldo + i];
-            nf += !isfinite(flint_bf16_to_f32(alone[(size_t)r * ldo + i]));
-        }
-    snprintf(cas, sizeof cas, "%s causal: each row alone == in batch", name);
-    bits_row("attn-batch", cas, bad, (size_t)R * q_dim, nf, guards_ok(&dalone) && guards_ok(&dscr));
+    ATTN_BITS(ra, "each row alone == in its run");
 
-    dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dbt), dfree(&dp), dfree(&ds), dfree(&dout), dfree(&dalone), dfree(&dscr);
-    free(L.bt), free(order), free(pos), free(seq), free(kh), free(vh), free(kf), free(vf), free(q), free(ref);
-    free(got), free(alone);
+    /* each run alone (a verify block, the prefill run) */
+    CK(cudaMemset(dalone.p, 0xFF, dalone.bytes));
+    for (int i = 0; i < n_groups; i++) {
+        const int r = ra[g0[i]]; /* the run's rows are ra[g0[i]] .. + lens[i] - 1 in launch A */
+        b = a;
+        b.q = (const float *)dqa.p + (size_t)r * ldq;
+        b.out = (uint16_t *)dalone.p + (size_t)r * ldo;
+        b.pos = (const int32_t *)dpa.p + r;
+        b.row_seq = (const int32_t *)dsa.p + r;
+        b.n_rows = lens[i];
+        b.max_ctx = starts[i] + lens[i];
+        flint_cuda_attention(&b, NULL);
+    }
+    ATTN_BITS(ra, "each run alone == in the batch");
+#undef ATTN_BITS
+
+    dfree(&dk), dfree(&dv), dfree(&dbt), dfree(&dqa), dfree(&dqb), dfree(&dpa), dfree(&dpb), dfree(&dsa), dfree(&dsb);
+    dfree(&dout), dfree(&dalone), dfree(&dscr);
+    free(L.bt), free(ra), free(rb), free(gorder), free(g0), free(pos), free(seq), free(kh), free(vh), free(kf), free(vf);
+    free(q), free(ref), free(qa), free(qb), free(pa), free(pb), free(sa), free(sb), free(got), free(other);
 }
 
 /* Drafter block mode: request i has B rows at positions P_i..P_i+B-1 and sees the cache before
@@ -769,16 +891,41 @@ static void test_attention_block(int n_heads, int n_kv, int hd, int bs, int B, i
 
 /* Weights rotate over copies that together exceed the L2 several times, so every launch reads
  * its weights from HBM. Bytes = weights + x + y; the floor is bytes / 4.3 TB/s (the copy rate
- * measured on this H200, research/perf.md). */
-static void lab_gemm(void) {
-    const int shapes[][2] = {{4096, 4096}, {12288, 4096}}, ms[] = {1, 8, 16, 32, 64, 512};
+ * measured on this H200, research/perf.md). Kernels: the CUDA-core GEMM, then every tiling of the
+ * tensor-core GEMM (variant -1 = flint_cuda_gemm, 0.. = flint_cuda_gemm_tc_variant); the shapes
+ * are qwen3-8b's projections (qkv, o, gate|up, down) and a 4096-square reference. */
+static double time_gemm(int variant, float *y, const uint16_t *x, const unsigned char *w, size_t wbytes, int copies,
+                        int M, int N, int K) {
     const int reps = 20;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < reps + 3; i++) {
+        if (i == 3) CK(cudaEventRecord(e0, NULL));
+        const uint16_t *wi = (const uint16_t *)(w + (i % copies) * wbytes);
+        if (variant < 0) flint_cuda_gemm(y, N, x, K, wi, M, N, K, 0, NULL);
+        else flint_cuda_gemm_tc_variant(y, N, x, K, wi, M, N, K, 0, variant, NULL);
+    }
+    CK(cudaEventRecord(e1, NULL));
+    CK(cudaEventSynchronize(e1));
+    float ms_total = 0;
+    CK(cudaEventElapsedTime(&ms_total, e0, e1));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return 1000.0 * ms_total / reps;
+}
+
+static void lab_gemm(void) {
+    const int shapes[][2] = {{4096, 4096}, {6144, 4096}, {24576, 4096}, {4096, 12288}};
+    const int ms[] = {1, 8, 64, 128, 256, 512};
+    const int n_var = flint_cuda_gemm_tc_variants();
     printf("\ngemm lab: y[M,N] = x[M,K] W[N,K]^T, bf16 in, fp32 out; weights rotate over copies > L2\n");
-    printf("%-8s %6s %6s %6s %11s %8s %9s %9s\n", "kernel", "M", "N", "K", "us/launch", "TB/s", "TFLOP/s", "x floor");
-    for (int s = 0; s < 2; s++) {
+    printf("%-16s %5s %6s %6s %10s %7s %8s %8s\n", "kernel", "M", "N", "K", "us/launch", "TB/s", "TFLOP/s",
+           "x floor");
+    for (int s = 0; s < 4; s++) {
         const int N = shapes[s][0], K = shapes[s][1];
         const size_t wbytes = (size_t)N * K * 2;
-        int copies = (int)((512u << 20) / wbytes);
+        int copies = (int)((1024u << 20) / wbytes);
         if (copies < 3) copies = 3;
         uint16_t *wh = xmalloc(wbytes), *xh = xmalloc(sizeof(uint16_t) * 512 * K);
         rand_bf16(wh, NULL, (size_t)N * K, -1, 1);
@@ -791,28 +938,18 @@ static void lab_gemm(void) {
         CK(cudaMalloc((void **)&y, sizeof(float) * 512 * N));
         for (int c = 0; c < copies; c++) CK(cudaMemcpy(w + c * wbytes, wh, wbytes, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(x, xh, sizeof(uint16_t) * 512 * K, cudaMemcpyHostToDevice));
-        for (size_t t = 0; t < 2 * sizeof ms / sizeof ms[0]; t++) {
-            const int M = ms[t / 2], tc = (int)(t % 2);
-            cudaEvent_t e0, e1;
-            CK(cudaEventCreate(&e0));
-            CK(cudaEventCreate(&e1));
-            for (int i = 0; i < 3; i++)
-                gemm_fns[tc](y, N, x, K, (const uint16_t *)(w + (i % copies) * wbytes), M, N, K, 0, NULL);
-            CK(cudaEventRecord(e0, NULL));
-            for (int i = 0; i < reps; i++)
-                gemm_fns[tc](y, N, x, K, (const uint16_t *)(w + (i % copies) * wbytes), M, N, K, 0, NULL);
-            CK(cudaEventRecord(e1, NULL));
-            CK(cudaEventSynchronize(e1));
-            float ms_total = 0;
-            CK(cudaEventElapsedTime(&ms_total, e0, e1));
-            double us = 1000.0 * ms_total / reps;
-            double bytes = (double)wbytes + (double)M * K * 2 + (double)M * N * 4;
-            double flops = 2.0 * M * N * K;
-            printf("%-8s %6d %6d %6d %11.1f %8.2f %9.1f %9.2f\n", gemm_names[tc], M, N, K, us, bytes / us * 1e-6,
-                   flops / us * 1e-6,
-                   us / (bytes / 4.3e6));
-            CK(cudaEventDestroy(e0));
-            CK(cudaEventDestroy(e1));
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+            const int M = ms[mi];
+            for (int v = -1; v < n_var; v++) {
+                if (v < 0 && M > 64) continue; /* the CUDA-core kernel takes seconds here */
+                const char *name = v < 0 ? "cuda-core" : flint_cuda_gemm_tc_variant(NULL, 0, NULL, 0, NULL, 0, 0, 0,
+                                                                                     0, v, NULL);
+                double us = time_gemm(v, y, x, w, wbytes, copies, M, N, K);
+                double bytes = (double)wbytes + (double)M * K * 2 + (double)M * N * 4;
+                double flops = 2.0 * M * N * K;
+                printf("%-16s %5d %6d %6d %10.1f %7.2f %8.1f %8.2f\n", name, M, N, K, us, bytes / us * 1e-6,
+                       flops / us * 1e-6, us / (bytes / 4.3e6));
+            }
         }
         CK(cudaFree(w));
         CK(cudaFree(x));
@@ -821,78 +958,118 @@ static void lab_gemm(void) {
     }
 }
 
-/* Attention at qwen3-8b's shape (32 q heads, 8 KV heads, d 128), context 1024, one layer:
- * batch x q rows (decode q = 1, verify q = 8). TB/s counts the K/V bytes of the batch once. */
+/* Attention at qwen3-8b's shape (32 q heads, 8 KV heads, d 128, paged blocks of 16 at shuffled
+ * places), one layer: batch x q rows at contexts 1024 and 4096 (decode q = 1; verify q = 8, the 8
+ * rows consecutive in one sequence), then a prefill run of one sequence. The floor counts the K/V
+ * of the batch once (each sequence's K + V, bf16) at 4.3 TB/s; launches rotate over the 64
+ * sequences so that a small batch's K/V is not still in L2 (batch 64 at 1024 is 268 MB). */
 static void lab_attention(void) {
-    const int n_heads = 32, n_kv = 8, hd = 128, bs = 16, ctx = 1024, reps = 20;
-    const int cases[][2] = {{1, 1}, {1, 8}, {8, 8}, {64, 1}, {64, 8}};
-    printf("\nattention lab: qwen3-8b layer (32/8 heads, d 128), context %d, paged bs %d\n", ctx, bs);
-    printf("%6s %4s %6s %11s %8s\n", "batch", "q", "rows", "us/launch", "TB/s");
-    const int max_b = 64, bt_stride = ctx / bs;
-    const size_t n = (size_t)max_b * ctx * n_kv * hd;
-    int32_t *bt = xmalloc(sizeof(int32_t) * max_b * bt_stride);
-    for (int i = 0; i < max_b * bt_stride; i++) bt[i] = i;
+    const int n_heads = 32, n_kv = 8, hd = 128, bs = 16, reps = 20, max_b = 64, max_ctx = 4096, max_rows = 512;
+    const int ctxs[] = {1024, 4096}, batches[] = {1, 8, 32, 64}, qs[] = {1, 8}, prefills[] = {1024, 4096};
+    printf("\nattention lab: qwen3-8b layer (32/8 heads, d 128), paged bs %d; floor = K+V bytes / 4.3 TB/s\n", bs);
+    printf("%-8s %6s %4s %6s %6s %11s %8s %8s\n", "case", "batch", "q", "rows", "ctx", "us/layer", "GB/s", "x floor");
+    const int bt_stride = max_ctx / bs, n_blocks = max_b * bt_stride;
+    const size_t n = (size_t)n_blocks * bs * n_kv * hd;
+    int32_t *bt = xmalloc(sizeof(int32_t) * n_blocks);
+    for (int i = 0; i < n_blocks; i++) bt[i] = i;
+    shuffle(bt, n_blocks);
     uint16_t *kvh = xmalloc(sizeof(uint16_t) * n);
-    rand_bf16(kvh, NULL, n, -1, 1);
+    const size_t n_rand = (size_t)1 << 20; /* the values do not change the timing: one random MB, repeated */
+    rand_bf16(kvh, NULL, n_rand, -1, 1);
+    for (size_t i = n_rand; i < n; i++) kvh[i] = kvh[i % n_rand];
+    const int q_rows = max_ctx > max_rows ? max_ctx : max_rows; /* the prefill run has max_ctx rows */
+    float *qh = xmalloc(sizeof(float) * (size_t)q_rows * n_heads * hd);
+    rand_f32(qh, (size_t)q_rows * n_heads * hd, -1, 1);
     uint16_t *k, *v, *out;
     float *q, *scr;
     int32_t *dbt, *dpos, *dseq;
-    const int max_rows = 512;
     CK(cudaMalloc((void **)&k, sizeof(uint16_t) * n));
     CK(cudaMalloc((void **)&v, sizeof(uint16_t) * n));
     CK(cudaMemcpy(k, kvh, sizeof(uint16_t) * n, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(v, kvh, sizeof(uint16_t) * n, cudaMemcpyHostToDevice));
-    CK(cudaMalloc((void **)&q, sizeof(float) * max_rows * n_heads * hd));
-    CK(cudaMemset(q, 0, sizeof(float) * max_rows * n_heads * hd));
-    CK(cudaMalloc((void **)&out, sizeof(uint16_t) * max_rows * n_heads * hd));
-    CK(cudaMalloc((void **)&scr, sizeof(float) * flint_cuda_attn_scratch_floats(max_rows, n_heads, hd, ctx)));
-    CK(cudaMalloc((void **)&dbt, sizeof(int32_t) * max_b * bt_stride));
-    CK(cudaMemcpy(dbt, bt, sizeof(int32_t) * max_b * bt_stride, cudaMemcpyHostToDevice));
-    CK(cudaMalloc((void **)&dpos, sizeof(int32_t) * max_rows));
-    CK(cudaMalloc((void **)&dseq, sizeof(int32_t) * max_rows));
-    int32_t pos[512], seq[512];
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const int B = cases[c][0], Q = cases[c][1], R = B * Q;
-        for (int i = 0; i < B; i++)
-            for (int j = 0; j < Q; j++) {
-                pos[i * Q + j] = ctx - Q + j;
-                seq[i * Q + j] = i;
+    CK(cudaMalloc((void **)&q, sizeof(float) * (size_t)q_rows * n_heads * hd));
+    CK(cudaMemcpy(q, qh, sizeof(float) * (size_t)q_rows * n_heads * hd, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&out, sizeof(uint16_t) * (size_t)q_rows * n_heads * hd));
+    size_t scr_f = flint_cuda_attn_scratch_floats(max_rows, n_heads, hd, max_ctx);
+    const size_t scr_pf = flint_cuda_attn_scratch_floats(max_ctx, n_heads, hd, max_ctx);
+    if (scr_pf > scr_f) scr_f = scr_pf;
+    CK(cudaMalloc((void **)&scr, sizeof(float) * scr_f));
+    CK(cudaMalloc((void **)&dbt, sizeof(int32_t) * n_blocks));
+    CK(cudaMemcpy(dbt, bt, sizeof(int32_t) * n_blocks, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&dpos, sizeof(int32_t) * q_rows));
+    CK(cudaMalloc((void **)&dseq, sizeof(int32_t) * 64 * 8 * 2 + sizeof(int32_t) * q_rows));
+    int32_t *pos = xmalloc(sizeof(int32_t) * q_rows), *seq = xmalloc(sizeof(int32_t) * (64 * 8 * 2 + q_rows));
+    flint_cuda_attn a = {0};
+    a.q = q;
+    a.ldq = n_heads * hd;
+    a.out = out;
+    a.ldo = n_heads * hd;
+    a.k_cache = k;
+    a.v_cache = v;
+    a.block_tables = dbt;
+    a.bt_stride = bt_stride;
+    a.pos = dpos;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv;
+    a.head_dim = hd;
+    a.block_size = bs;
+    a.scratch = scr;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int ci = 0; ci < 2; ci++)
+        for (int bi = 0; bi < 4; bi++)
+            for (int qi = 0; qi < 2; qi++) {
+                const int ctx = ctxs[ci], B = batches[bi], Q = qs[qi], R = B * Q, sets = max_b / B;
+                for (int i = 0; i < B; i++)
+                    for (int j = 0; j < Q; j++) pos[i * Q + j] = ctx - Q + j;
+                for (int st = 0; st < sets; st++) /* set st: sequences st * B .. st * B + B - 1 */
+                    for (int i = 0; i < B; i++)
+                        for (int j = 0; j < Q; j++) seq[st * R + i * Q + j] = st * B + i;
+                CK(cudaMemcpy(dpos, pos, sizeof(int32_t) * R, cudaMemcpyHostToDevice));
+                CK(cudaMemcpy(dseq, seq, sizeof(int32_t) * R * sets, cudaMemcpyHostToDevice));
+                a.n_rows = R;
+                a.max_ctx = ctx;
+                for (int i = 0; i < 3; i++) {
+                    a.row_seq = dseq + (size_t)(i % sets) * R;
+                    flint_cuda_attention(&a, NULL);
+                }
+                CK(cudaEventRecord(e0, NULL));
+                for (int i = 0; i < reps; i++) {
+                    a.row_seq = dseq + (size_t)(i % sets) * R;
+                    flint_cuda_attention(&a, NULL);
+                }
+                CK(cudaEventRecord(e1, NULL));
+                CK(cudaEventSynchronize(e1));
+                float ms_total = 0;
+                CK(cudaEventElapsedTime(&ms_total, e0, e1));
+                const double us = 1000.0 * ms_total / reps, bytes = 2.0 * B * ctx * n_kv * hd * 2;
+                printf("%-8s %6d %4d %6d %6d %11.1f %8.0f %8.2f\n", Q == 1 ? "decode" : "verify", B, Q, R, ctx, us,
+                       bytes / us * 1e-3, us / (bytes / 4.3e6));
             }
-        CK(cudaMemcpy(dpos, pos, sizeof(int32_t) * R, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(dseq, seq, sizeof(int32_t) * R, cudaMemcpyHostToDevice));
-        flint_cuda_attn a = {0};
-        a.q = q;
-        a.ldq = n_heads * hd;
-        a.out = out;
-        a.ldo = n_heads * hd;
-        a.k_cache = k;
-        a.v_cache = v;
-        a.block_tables = dbt;
-        a.bt_stride = bt_stride;
+    /* prefill: rows 0..P-1 of one sequence; TFLOP/s counts q.k and p.v over the causal triangle */
+    for (int pi = 0; pi < 2; pi++) {
+        const int P = prefills[pi];
+        for (int j = 0; j < P; j++) pos[j] = j, seq[j] = 0;
+        CK(cudaMemcpy(dpos, pos, sizeof(int32_t) * P, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dseq, seq, sizeof(int32_t) * P, cudaMemcpyHostToDevice));
         a.row_seq = dseq;
-        a.pos = dpos;
-        a.n_rows = R;
-        a.n_heads = n_heads;
-        a.n_kv_heads = n_kv;
-        a.head_dim = hd;
-        a.block_size = bs;
-        a.max_ctx = ctx;
-        a.scratch = scr;
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        for (int i = 0; i < 3; i++) flint_cuda_attention(&a, NULL);
+        a.n_rows = P;
+        a.max_ctx = P;
+        flint_cuda_attention(&a, NULL);
         CK(cudaEventRecord(e0, NULL));
-        for (int i = 0; i < reps; i++) flint_cuda_attention(&a, NULL);
+        const int pr = 5;
+        for (int i = 0; i < pr; i++) flint_cuda_attention(&a, NULL);
         CK(cudaEventRecord(e1, NULL));
         CK(cudaEventSynchronize(e1));
         float ms_total = 0;
         CK(cudaEventElapsedTime(&ms_total, e0, e1));
-        double us = 1000.0 * ms_total / reps, bytes = 2.0 * B * ctx * n_kv * hd * 2;
-        printf("%6d %4d %6d %11.1f %8.2f\n", B, Q, R, us, bytes / us * 1e-6);
-        CK(cudaEventDestroy(e0));
-        CK(cudaEventDestroy(e1));
+        const double us = 1000.0 * ms_total / pr, flops = 4.0 * hd * n_heads * ((double)P * (P + 1) / 2);
+        printf("%-8s %6d %4d %6d %6d %11.1f %8s %8s  %.1f TFLOP/s\n", "prefill", 1, P, P, P, us, "-", "-",
+               flops / us * 1e-6);
     }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
     CK(cudaFree(k));
     CK(cudaFree(v));
     CK(cudaFree(q));
@@ -901,7 +1078,7 @@ static void lab_attention(void) {
     CK(cudaFree(dbt));
     CK(cudaFree(dpos));
     CK(cudaFree(dseq));
-    free(bt), free(kvh);
+    free(bt), free(kvh), free(qh), free(pos), free(seq);
 }
 
 int main(int argc, char **argv) {
@@ -999,34 +1176,96 @@ int main(int argc, char **argv) {
         test_gemm_tc_invariance(4096, 4096);
         test_gemm_tc_invariance(12288, 4096);
     }
+    test_gemm_tc_variants(100, 264);   /* partial n tiles, K % 32 != 0, short quarters */
+    test_gemm_tc_variants(64, 40);     /* K < 4 blocks: empty quarters */
+    if (!quick) test_gemm_tc_variants(4096, 4096);
+    {   /* the block-tile variants (tcb): several and partial n and m tiles, 512 rows, the tensor-
+         * parallel parts (n_split 2, 1), accumulate into padded y, padded x; ldx % 8 != 0 and
+         * K % 8 != 0 take their fallback */
+        const int ms5[] = {1, 8, 64, 130, 512}, ms3[] = {1, 77, 200};
+        test_gemm_tc_variants_k(160, 768, 768, 160, 0, 4, ms5, 5);
+        test_gemm_tc_variants_k(200, 520, 528, 203, 1, 2, ms3, 3);
+        test_gemm_tc_variants_k(300, 264, 272, 301, 1, 1, ms3, 3);
+        test_gemm_tc_variants_k(96, 520, 524, 99, 1, 4, ms3, 3);
+        test_gemm_tc_variants_k(77, 172, 172, 77, 0, 2, ms3, 3);
+        if (!quick) {
+            test_gemm_tc_variants_k(1000, 4096, 4104, 1003, 1, 2, ms3, 3);
+            test_gemm_tc_variants_k(4096, 12288, 12288, 4096, 0, 4, ms5 + 3, 2);
+        }
+    }
 
-    {   /* prefill chunk from 0, verify blocks across chunk edges (127..134, 250..257), a long decode row */
-        const int starts[] = {0, 250, 1000, 127, 600}, lens[] = {40, 8, 1, 8, 1};
-        test_attention_causal("qwen3", 16, 4, 128, 16, 5, starts, lens);
+    /* Attention. Chunks are 128 positions: runs crossing a chunk edge (127..134, 250..257),
+     * ending exactly on one (120..127: T = 128; decode rows at 127 and 255: T = 128, 256), verify
+     * blocks of q = 1..8 rows mixed with decode rows and prefill runs of other lengths; G = 1, 2,
+     * 4, 5, 8 (a group of 8 rows is cut in two at G = 8), head_dim 64, 128, 256 (tensor cores)
+     * and 8, 12 (the CUDA-core fallback). */
+    {
+        const int starts[] = {0, 250, 1000, 127, 600, 127, 255, 120, 508, 383, 60, 700, 900, 333, 64},
+                  lens[] = {40, 8, 1, 8, 1, 1, 1, 8, 3, 2, 5, 7, 6, 4, 8};
+        test_attention_causal("qwen3", 16, 4, 128, 16, 15, starts, lens);
+    }
+    if (!quick) { /* qwen3-8b heads and enough rows (50 windows x 8 KV heads >= 1.5 CTAs per
+                   * multiprocessor) for the fused kernel (merges in the CTA, no partials); each
+                   * row and run alone takes the unfused kernel + merge, so the bit checks compare
+                   * the two */
+        int starts[64], lens[64], ng = 0;
+        for (int i = 0; i < 24; i++) starts[ng] = 40 + 11 * i, lens[ng++] = 8;
+        starts[ng] = 0, lens[ng++] = 150;
+        for (int i = 0; i < 30; i++) starts[ng] = 3 + 9 * i, lens[ng++] = 1;
+        for (int qq = 2; qq <= 7; qq++) starts[ng] = 100 + 30 * qq, lens[ng++] = qq;
+        test_attention_causal("qwen3-8b", 32, 8, 128, 16, ng, starts, lens);
+    }
+    {   /* a long prefill run from 0 (groups cut at multiples of 8, chunk edges 128 .. 512) beside
+         * verify and decode rows */
+        const int starts[] = {0, 300, 777, 250}, lens[] = {quick ? 200 : 600, 8, 1, 8};
+        test_attention_causal("prefill", 8, 2, 128, 16, 4, starts, lens);
+    }
+    {
+        const int starts[] = {0, 290, 64, 127, 255}, lens[] = {17, 8, 3, 1, 2};
+        test_attention_causal("G=2 hd=64", 4, 2, 64, 16, 5, starts, lens);
+    }
+    {   /* G = 1: a run of 70 rows is cut at positions 32 and 64 */
+        const int starts[] = {5, 300, 0, 127}, lens[] = {6, 8, 70, 1};
+        test_attention_causal("G=1 hd=64", 4, 4, 64, 32, 4, starts, lens);
+    }
+    {   /* G = 5 (Qwen3-14B's 40 / 8) */
+        const int starts[] = {0, 129, 250}, lens[] = {30, 8, 1};
+        test_attention_causal("G=5", 10, 2, 128, 16, 3, starts, lens);
+    }
+    {
+        const int starts[] = {0, 200, 130, 255}, lens[] = {3, 8, 8, 1};
+        test_attention_causal("G=8 hd=256", 16, 2, 256, 16, 4, starts, lens);
     }
     {
         const int starts[] = {0, 290, 64}, lens[] = {17, 8, 3};
-        test_attention_causal("tiny", 8, 4, 8, 4, 3, starts, lens);
+        test_attention_causal("tiny hd=8", 8, 4, 8, 4, 3, starts, lens);
     }
-    {
-        const int starts[] = {5, 300}, lens[] = {6, 8};
-        test_attention_causal("G=1", 4, 4, 64, 32, 2, starts, lens);
-    }
-    {   /* head_dim not a multiple of 8: the element-wise K path */
+    {   /* head_dim not a multiple of 8: the fallback's element-wise K path */
         const int starts[] = {0, 140}, lens[] = {5, 4};
         test_attention_causal("hd=12", 4, 2, 12, 8, 2, starts, lens);
     }
-    {
-        const int starts[] = {0, 200}, lens[] = {3, 8};
-        test_attention_causal("G=8 hd=256", 16, 2, 256, 16, 2, starts, lens);
-    }
-    {
+    {   /* drafter blocks: P = 120 ends on a chunk edge, 700 inside a chunk */
         const int P[] = {0, 5, 120, 700};
         test_attention_block(16, 4, 128, 16, 8, 4, P);
     }
-    {
+    {   /* G = 8: a block of 16 rows is two groups; blocks across chunk edges 128 and 256 */
+        const int P[] = {0, 250, 126};
+        test_attention_block(16, 2, 128, 16, 16, 3, P);
+    }
+    if (!quick) { /* 32 blocks of 8 at qwen3-8b heads: the fused kernel; each block alone unfused */
+        int P[32];
+        for (int i = 0; i < 32; i++) P[i] = i == 0 ? 0 : i == 1 ? 120 : i == 2 ? 248 : (i * 37) % 290;
+        test_attention_block(32, 8, 128, 16, 8, 32, P);
+    }
+    {   /* a block starting on a chunk edge */
+        const int P[] = {0, 128, 300};
+        test_attention_block(4, 2, 64, 16, 8, 3, P);
+    }
+    {   /* the fallback: head_dim 8, and block mode at head_dim 256 (tiles too large) */
         const int P[] = {3, 61};
         test_attention_block(8, 4, 8, 4, 16, 2, P);
+        const int P2[] = {10, 130};
+        test_attention_block(8, 2, 256, 16, 8, 2, P2);
     }
 
     int status = test_report("test_cuda_ops");

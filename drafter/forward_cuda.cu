@@ -1,0 +1,646 @@
+/* The DSpark drafter on a CUDA device (issue #7): the context encoder, the block backbone, the
+ * Markov loop with the confidence head and draft sampling, behind flint_drafter_encode /
+ * flint_drafter_draft (forward_cpu.c validates every batch, then calls here for a CUDA drafter).
+ * It exists so that drafting does not bring the target's work back to the CPU: the CPU drafter
+ * of forward_cpu.c stays the fp32 reference these results are tested against
+ * (tests/test_drafter_cuda.c).
+ *
+ * Memory: one cudaMalloc made at open and carved into bf16 weights (q|k|v and gate|up fused per
+ * layer, as the target's), the bf16 context K/V pool (the CPU's block layout, sized like the
+ * CPU drafter's: the target's block ids), fp32 RoPE tables, and scratch for max_rows encode rows
+ * and max_reqs x block_size draft rows. The embedding and LM head are the target's device
+ * tensors unless the checkpoint has its own. Work runs on the target's stream. Per call the
+ * small arrays (tokens, positions, block tables, per-request sampling parameters) travel in one
+ * copy from a pinned staging block; taps come up and results go down as host arrays, with one
+ * stream synchronisation at the end. encode_device / backbone_device / markov_device take device
+ * pointers only, so a device-resident step (taps and outputs left on the GPU) can call them
+ * without the host staging.
+ *
+ * Draft, per call: one backbone forward over the n_reqs x B block rows ([anchor, MASK..], the
+ * non-causal block attention of ops_cuda.h over the cached context before the anchor), final
+ * norm, base logits U = LM head (fp32, [row][draft_vocab]). Then the Markov loop, one step per
+ * draft slot k for all requests at once: a kernel gathers e_i = W1[prev_i] (prev = anchor, then
+ * the token drawn at k - 1) and evaluates the confidence head on [hfin ; e]; the bias W2 e_i is
+ * added in place into U's slot-k rows by the tensor-core GEMM (accumulate: U + W2 e, the CPU's
+ * order of the two terms), so those rows become the corrected logits L_k; a reduced vocabulary
+ * is scattered into target ids (-inf elsewhere); flint_cuda_draft_sample draws x_k (argmax when
+ * greedy) and writes q_k. Every kernel is batch-invariant, so a request's drafts, logits and
+ * confidences do not depend on the other requests of the call.
+ *
+ * Numerics (tolerances measured in tests/test_drafter_cuda.c): weights and context K/V bf16
+ * (checkpoints are bf16, so only the shared LM head of an fp32 target and the cache are rounded);
+ * residual stream, projections, block K/V, logits and the Markov bias fp32; GEMM inputs (taps,
+ * norm outputs, attention output, SwiGLU, hfin) rounded to bf16 once. The confidence head reads
+ * the bf16 hfin and keeps its weights fp32. Against the fp32 CPU drafter the logits differ by
+ * the bf16 rounding of activations (bounded in the test by 5% of the row's logit scale + 0.05, as
+ * the target's CUDA forward); the Markov bias itself only by fp32 summation order. A reduced
+ * vocabulary's greedy ties go to the lowest target id (the CPU: the lowest draft id; the same
+ * for the usual increasing d2t). */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"
+#include "target/cuda_common.cuh"
+#include "core/log.h"
+#include "drafter/drafter_internal.h"
+#include "sampler/sampler_cuda.h"
+#include "target/ops_cpu.h"
+#include "target/ops_cuda.h"
+
+#define CUDA_OK(expr, what)                                                                          \
+    do {                                                                                             \
+        cudaError_t e_ = (expr);                                                                     \
+        if (e_ != cudaSuccess)                                                                       \
+            return flint_err_set(err, FLINT_ERR_IO, "drafter (CUDA): %s: %s", what, cudaGetErrorString(e_)); \
+    } while (0)
+
+/* A launch that fails is an infrastructure fault, as in target/ops_cuda.cu: abort with the place. */
+static void launch_check(const char *what) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        fprintf(stderr, "flint: CUDA error: %s: %s\n", what, cudaGetErrorString(e));
+        fflush(stderr);
+        abort();
+    }
+}
+
+/* ==== The drafter's own kernels (C references in tests/test_drafter_cuda.c) ==== */
+
+/* bf2f, f2bf: target/cuda_common.cuh (the same rounding as the host and the target's kernels) */
+
+static __global__ void to_bf16_kernel(uint16_t *out, const float *in, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = f2bf(in[i]);
+}
+
+void flint_drafter_cuda_to_bf16(uint16_t *out, const float *in, size_t n, void *s) {
+    if (n == 0) return;
+    size_t b = (n + 255) / 256;
+    to_bf16_kernel<<<(unsigned)(b < 4096 ? b : 4096), 256, 0, (cudaStream_t)s>>>(out, in, n);
+    launch_check("to_bf16");
+}
+
+#define CONF_THREADS 256
+
+/* Sum over the block in a fixed order: butterfly inside each warp, then the warps in order. */
+static __device__ __forceinline__ float block_sum(float v, float *part) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float t = 0.0f;
+#pragma unroll
+    for (int w = 0; w < CONF_THREADS / 32; w++) t = __fadd_rn(t, part[w]);
+    __syncthreads(); /* part is reused by the next sum */
+    return t;
+}
+
+/* One block per request: the Markov gather e = W1[prev] for the bias GEMM that follows, and the
+ * confidence head on [hfin ; e] (computable before x_k is drawn: it uses x_{k-1}). */
+static __global__ void __launch_bounds__(CONF_THREADS)
+markov_conf_kernel(uint16_t *e, int r, const uint16_t *w1, const int32_t *anchor, const int32_t *prev_tok, float *conf,
+                   int ld_conf, int k, const float *conf_w, float conf_b, int conf_markov, const uint16_t *hfin,
+                   size_t ld_hfin, int H) {
+    __shared__ float part[CONF_THREADS / 32];
+    const int i = blockIdx.x;
+    const int32_t prev = prev_tok ? prev_tok[i] : anchor[i];
+    const uint16_t *w1r = r > 0 ? w1 + (size_t)prev * r : NULL;
+    for (int j = threadIdx.x; j < r; j += CONF_THREADS) e[(size_t)i * r + j] = w1r[j];
+    if (!conf_w) return; /* the whole block */
+    const uint16_t *h = hfin + (size_t)i * ld_hfin;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int j = threadIdx.x; j < H; j += CONF_THREADS) s1 = fmaf(conf_w[j], bf2f(h[j]), s1);
+    if (conf_markov)
+        for (int j = threadIdx.x; j < r; j += CONF_THREADS) s2 = fmaf(conf_w[H + j], bf2f(w1r[j]), s2);
+    const float t1 = block_sum(s1, part), t2 = block_sum(s2, part);
+    /* the CPU's order: (w.hfin + b) + w.e */
+    if (threadIdx.x == 0) conf[(size_t)i * ld_conf + k] = 1.0f / (1.0f + expf(-__fadd_rn(__fadd_rn(t1, conf_b), t2)));
+}
+
+void flint_drafter_cuda_markov_conf(uint16_t *e, int r, const uint16_t *w1, const int32_t *anchor,
+                                    const int32_t *prev_tok, float *conf, int ld_conf, int k, const float *conf_w,
+                                    float conf_b, int conf_markov, const uint16_t *hfin, size_t ld_hfin, int H,
+                                    int n_reqs, void *s) {
+    FLINT_ASSERT(n_reqs >= 0 && r >= 0 && H > 0 && (r == 0 || (e && w1)) && (!conf_w || (conf && hfin)));
+    FLINT_ASSERT(prev_tok || anchor);
+    if (n_reqs == 0 || (r == 0 && !conf_w)) return;
+    markov_conf_kernel<<<n_reqs, CONF_THREADS, 0, (cudaStream_t)s>>>(e, r, w1, anchor, prev_tok, conf, ld_conf, k,
+                                                                   conf_w, conf_b, conf_markov && r > 0, hfin,
+                                                                   ld_hfin, H);
+    launch_check("markov_conf");
+}
+
+static __global__ void scatter_vocab_kernel(float *out, const float *in, size_t ld_in, const int32_t *t2d,
+                                            int n_vocab) {
+    const int i = blockIdx.y;
+    const float *src = in + (size_t)i * ld_in;
+    float *dst = out + (size_t)i * n_vocab;
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n_vocab; t += gridDim.x * blockDim.x) {
+        const int j = t2d[t];
+        dst[t] = j >= 0 ? src[j] : -INFINITY;
+    }
+}
+
+void flint_drafter_cuda_scatter_vocab(float *out, const float *in, size_t ld_in, const int32_t *t2d, int n_vocab,
+                                      int n_rows, void *s) {
+    FLINT_ASSERT(n_vocab > 0 && n_rows >= 0 && n_rows <= 65535);
+    if (n_rows == 0) return;
+    int bx = (n_vocab + 255) / 256;
+    if (bx > 64) bx = 64;
+    scatter_vocab_kernel<<<dim3(bx, n_rows), 256, 0, (cudaStream_t)s>>>(out, in, ld_in, t2d, n_vocab);
+    launch_check("scatter_vocab");
+}
+
+/* ==== Device state ==== */
+
+typedef struct dlayer {
+    uint16_t *attn_norm, *wqkv, *q_norm, *k_norm, *wo, *mlp_norm, *w_gate_up, *w_down;
+} dlayer;
+
+/* Offsets of the per-call small arrays inside one pinned host block and its device mirror; the
+ * block tables come last so a call uploads only the prefix it uses. */
+typedef struct par_layout {
+    size_t tok, pos, row_seq;          /* draft rows [max_reqs * B] int32 */
+    size_t anchor, greedy, temp, seed; /* [max_reqs] int32, int32, float, uint64 */
+    size_t spos;                       /* [max_draft][n_reqs] int64: position of x_k */
+    size_t e_pos, e_row_seq;           /* encode rows [max_rows] int32 */
+    size_t tables;                     /* [max_tables][bt_stride] int32 */
+    size_t bytes;
+} par_layout;
+
+struct flint_drafter_cuda {
+    void *base; /* the one device allocation */
+    size_t bytes;
+    cudaStream_t stream; /* the target's */
+    int device;          /* the target's: selected at every entry (a thread may have another current) */
+    dlayer *layers;      /* host array of device pointers */
+    const uint16_t *embed, *lm_head; /* own copies or the target's */
+    uint16_t *own_embed, *own_head;
+    uint16_t *fc, *hidden_norm, *final_norm, *w1, *w2;
+    float *conf_w; /* fp32 [H (+ r)], NULL without the head */
+    float conf_b;
+    int32_t *t2d;  /* [vocab] draft index of a target id, -1 outside a reduced vocabulary; NULL if full */
+    uint16_t *k_cache, *v_cache; /* [n_layers][kv_layer_floats] bf16 */
+    float *rope_cos, *rope_sin;  /* [max_len + B][head_dim / 2] */
+    /* encode scratch, max_rows rows */
+    float *taps, *ctx, *ckv;
+    uint16_t *taps_b, *ctxn;
+    /* draft scratch, max_reqs * B rows */
+    float *x, *qkv, *gu, *u, *attn_scratch;
+    uint16_t *xn, *att, *act, *hfin;
+    uint16_t *e;   /* [max_reqs][r] W1[prev] */
+    float *lt;     /* [max_reqs][vocab] corrected logits in target ids (reduced vocabulary) */
+    float *q;      /* [max_reqs][max_draft][vocab] draft distributions */
+    float *conf;   /* [max_reqs][max_draft] */
+    int32_t *toks; /* [max_draft][n_reqs] drawn tokens, step-major (the sampler writes a step's rows) */
+    void *smp;     /* flint_cuda_draft_sample scratch */
+    char *dpar;    /* device mirror of hpar */
+    /* host */
+    par_layout pl;
+    char *hpar;                 /* pinned */
+    int32_t *h_toks;            /* pinned [max_draft][max_reqs] */
+    float *h_conf;              /* pinned [max_reqs][max_draft] */
+    int32_t *h_seq_map;         /* [max_tables] caller sequence of each renumbered one */
+    int qkv_dim, bt_stride, max_tables, R_max;
+};
+
+#define HP(g, f, type) ((type *)((g)->hpar + (g)->pl.f))
+#define DP(g, f, type) ((type *)((g)->dpar + (g)->pl.f))
+
+/* Device pointers carved with the host's arena (core/arena.h only does pointer arithmetic): a
+ * measuring pass over base NULL first, then the real one over the one cudaMalloc. */
+#define DNEW(a, type, n) ((type *)flint_arena_alloc((a), sizeof(type) * (size_t)(n), 256))
+
+static size_t bump(size_t *at, size_t bytes) {
+    size_t off = (*at + 15) & ~(size_t)15;
+    *at = off + bytes;
+    return off;
+}
+
+static void layout_params(const flint_drafter *d, const struct flint_drafter_cuda *g, par_layout *p) {
+    size_t at = 0, R = (size_t)g->R_max, Q = (size_t)d->opts.max_reqs, C = (size_t)d->opts.max_rows;
+    p->tok = bump(&at, 4 * R);
+    p->pos = bump(&at, 4 * R);
+    p->row_seq = bump(&at, 4 * R);
+    p->anchor = bump(&at, 4 * Q);
+    p->greedy = bump(&at, 4 * Q);
+    p->temp = bump(&at, 4 * Q);
+    p->seed = bump(&at, 8 * Q);
+    p->spos = bump(&at, 8 * Q * (size_t)d->cfg.max_draft);
+    p->e_pos = bump(&at, 4 * C);
+    p->e_row_seq = bump(&at, 4 * C);
+    p->tables = bump(&at, 4 * (size_t)g->max_tables * g->bt_stride);
+    p->bytes = at;
+}
+
+/* Every device buffer from one allocation: a measuring pass (base NULL), then the real one. */
+static void carve(const flint_drafter *d, struct flint_drafter_cuda *g, flint_arena *a, int own_embed, int own_head) {
+    const flint_drafter_config *c = &d->cfg;
+    size_t H = c->hidden_size, I = d->ni, V = c->vocab_size, Vd = c->draft_vocab_size, r = c->markov_rank;
+    size_t hd = c->head_dim, B = c->block_size, K = c->max_draft, Q = d->opts.max_reqs, C = d->opts.max_rows;
+    size_t R = (size_t)g->R_max, L = (size_t)d->max_len + B, nT = c->n_taps, kvd = d->kv_dim, qkv = g->qkv_dim;
+    g->own_embed = own_embed ? DNEW(a, uint16_t, V * H) : NULL;
+    g->own_head = own_head ? DNEW(a, uint16_t, Vd * H) : NULL;
+    g->fc = DNEW(a, uint16_t, H * nT * H);
+    g->hidden_norm = DNEW(a, uint16_t, H);
+    g->final_norm = DNEW(a, uint16_t, H);
+    g->w1 = r ? DNEW(a, uint16_t, V * r) : NULL;
+    g->w2 = r ? DNEW(a, uint16_t, Vd * r) : NULL;
+    g->conf_w = c->has_confidence ? DNEW(a, float, H + (c->confidence_with_markov ? r : 0)) : NULL;
+    g->t2d = Vd != V ? DNEW(a, int32_t, V) : NULL;
+    g->lt = Vd != V ? DNEW(a, float, Q * V) : NULL;
+    for (int l = 0; l < c->n_layers; l++) {
+        dlayer *ly = &g->layers[l];
+        ly->attn_norm = DNEW(a, uint16_t, H);
+        ly->wqkv = DNEW(a, uint16_t, qkv * H);
+        ly->q_norm = DNEW(a, uint16_t, hd);
+        ly->k_norm = DNEW(a, uint16_t, hd);
+        ly->wo = DNEW(a, uint16_t, H * (size_t)d->q_dim);
+        ly->mlp_norm = DNEW(a, uint16_t, H);
+        ly->w_gate_up = DNEW(a, uint16_t, 2 * I * H);
+        ly->w_down = DNEW(a, uint16_t, H * I);
+    }
+    g->k_cache = DNEW(a, uint16_t, d->kv_layer_floats * c->n_layers);
+    g->v_cache = DNEW(a, uint16_t, d->kv_layer_floats * c->n_layers);
+    g->rope_cos = DNEW(a, float, L * hd / 2);
+    g->rope_sin = DNEW(a, float, L * hd / 2);
+    g->taps = DNEW(a, float, C * nT * H);
+    g->taps_b = DNEW(a, uint16_t, C * nT * H);
+    g->ctx = DNEW(a, float, C * H);
+    g->ctxn = DNEW(a, uint16_t, C * H);
+    g->ckv = DNEW(a, float, C * 2 * kvd);
+    g->x = DNEW(a, float, R * H);
+    g->xn = DNEW(a, uint16_t, R * H);
+    g->qkv = DNEW(a, float, R * qkv);
+    g->att = DNEW(a, uint16_t, R * (size_t)d->q_dim);
+    g->gu = DNEW(a, float, R * 2 * I);
+    g->act = DNEW(a, uint16_t, R * I);
+    g->hfin = DNEW(a, uint16_t, R * H);
+    g->u = DNEW(a, float, R * Vd);
+    g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, d->nh, (int)hd, (int)L));
+    g->e = r ? DNEW(a, uint16_t, Q * r) : NULL;
+    g->q = DNEW(a, float, Q * K * V);
+    g->conf = DNEW(a, float, Q * K);
+    g->toks = DNEW(a, int32_t, K * Q);
+    g->smp = DNEW(a, unsigned char, flint_cuda_sampler_scratch_bytes((int)Q, (int)V));
+    g->dpar = DNEW(a, char, g->pl.bytes);
+}
+
+static int upload(uint16_t *dst, const float *src, size_t n, uint16_t *stage, size_t stage_n, flint_err *err) {
+    return flint_cuda_upload_bf16(dst, src, n, stage, stage_n, err);
+}
+
+static int upload_weights(flint_drafter *d, struct flint_drafter_cuda *g, flint_err *err) {
+    const flint_drafter_config *c = &d->cfg;
+    const flint_drafter_weights *w = &d->w;
+    size_t H = c->hidden_size, I = d->ni, V = c->vocab_size, Vd = c->draft_vocab_size, r = c->markov_rank;
+    size_t hd = c->head_dim, qd = d->q_dim, kvd = d->kv_dim, sn = (size_t)1 << 22;
+    uint16_t *st = (uint16_t *)flint_xmalloc(sn * sizeof(uint16_t));
+    int rc = (g->own_embed && upload(g->own_embed, w->embed, V * H, st, sn, err)) ||
+             (g->own_head && upload(g->own_head, w->lm_head, Vd * H, st, sn, err)) ||
+             upload(g->fc, w->fc, H * c->n_taps * H, st, sn, err) ||
+             upload(g->hidden_norm, w->hidden_norm, H, st, sn, err) ||
+             upload(g->final_norm, w->final_norm, H, st, sn, err) ||
+             (r && (upload(g->w1, w->markov_w1, V * r, st, sn, err) ||
+                    upload(g->w2, w->markov_w2, Vd * r, st, sn, err)));
+    for (int l = 0; !rc && l < c->n_layers; l++) {
+        const flint_drafter_layer *h = &w->layers[l];
+        dlayer *ly = &g->layers[l];
+        rc = upload(ly->attn_norm, h->attn_norm, H, st, sn, err) || upload(ly->wqkv, h->wq, qd * H, st, sn, err) ||
+             upload(ly->wqkv + qd * H, h->wkv, 2 * kvd * H, st, sn, err) ||
+             upload(ly->q_norm, h->q_norm, hd, st, sn, err) || upload(ly->k_norm, h->k_norm, hd, st, sn, err) ||
+             upload(ly->wo, h->wo, H * qd, st, sn, err) || upload(ly->mlp_norm, h->mlp_norm, H, st, sn, err) ||
+             upload(ly->w_gate_up, h->w_gate_up, 2 * I * H, st, sn, err) ||
+             upload(ly->w_down, h->w_down, H * I, st, sn, err);
+    }
+    free(st);
+    if (rc) return -1;
+    if (g->conf_w) {
+        size_t n = H + (c->confidence_with_markov ? r : 0);
+        CUDA_OK(cudaMemcpy(g->conf_w, w->conf_w, n * sizeof(float), cudaMemcpyHostToDevice), "confidence head upload");
+        g->conf_b = w->conf_b;
+    }
+    if (g->t2d) {
+        /* the inverse of d2t; should two draft ids share a target id, the later one wins, as the
+         * CPU's scatter of q */
+        int32_t *t2d = (int32_t *)flint_xmalloc(sizeof(int32_t) * V);
+        for (size_t t = 0; t < V; t++) t2d[t] = -1;
+        for (size_t i = 0; i < Vd; i++) t2d[w->d2t[i]] = (int32_t)i;
+        cudaError_t e = cudaMemcpy(g->t2d, t2d, sizeof(int32_t) * V, cudaMemcpyHostToDevice);
+        free(t2d);
+        CUDA_OK(e, "d2t upload");
+    }
+    /* the CPU's RoPE table, positions up to max_len - 1 + B - 1 (the last block's slots) */
+    size_t np = (size_t)d->max_len + c->block_size, half = hd / 2;
+    float *cs = (float *)flint_xmalloc(sizeof(float) * np * half);
+    float *sn_ = (float *)flint_xmalloc(sizeof(float) * np * half);
+    flint_ops_rope_table(cs, sn_, (int)np, (int)hd, c->rope_theta);
+    cudaError_t e1 = cudaMemcpy(g->rope_cos, cs, sizeof(float) * np * half, cudaMemcpyHostToDevice);
+    cudaError_t e2 = cudaMemcpy(g->rope_sin, sn_, sizeof(float) * np * half, cudaMemcpyHostToDevice);
+    free(cs);
+    free(sn_);
+    CUDA_OK(e1, "rope table");
+    CUDA_OK(e2, "rope table");
+    return 0;
+}
+
+int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_embed, int own_head, flint_err *err) {
+    const flint_drafter_config *c = &d->cfg;
+    flint_target_device_view tv;
+    flint_target_get_device_view(t, &tv);
+    if (!tv.stream || (!own_embed && !tv.embed) || (!own_head && !tv.lm_head))
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter (CUDA): the target has no device embedding, LM head "
+                             "or stream to share");
+    long R_max = (long)d->opts.max_reqs * c->block_size;
+    if (c->n_heads / c->n_kv_heads > FLINT_CUDA_ATTN_MAX_GROUP || c->head_dim > FLINT_CUDA_ATTN_MAX_HEAD_DIM ||
+        c->head_dim % 8 || c->hidden_size % 8 || c->intermediate_size % 8 || R_max > 65535)
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter (CUDA): head_dim %d, %d query heads per KV head, "
+                             "hidden %d, intermediate %d, %ld block rows (max_reqs x block_size): the kernels need "
+                             "head_dim <= %d and a multiple of 8, at most %d heads per KV head, sizes that are "
+                             "multiples of 8 and at most 65535 block rows", c->head_dim, c->n_heads / c->n_kv_heads,
+                             c->hidden_size, c->intermediate_size, R_max, FLINT_CUDA_ATTN_MAX_HEAD_DIM,
+                             FLINT_CUDA_ATTN_MAX_GROUP);
+    CUDA_OK(cudaSetDevice(tv.device), "select the target's device");
+    struct flint_drafter_cuda *g = (struct flint_drafter_cuda *)flint_xcalloc(1, sizeof *g);
+    d->cuda = g;
+    g->stream = (cudaStream_t)tv.stream;
+    g->device = tv.device;
+    g->layers = (dlayer *)flint_xcalloc((size_t)c->n_layers, sizeof(dlayer));
+    g->qkv_dim = d->q_dim + 2 * d->kv_dim;
+    g->bt_stride = (d->max_len + d->block - 1) / d->block;
+    g->max_tables = d->opts.max_reqs > d->opts.max_rows ? d->opts.max_reqs : d->opts.max_rows;
+    g->R_max = (int)R_max;
+    layout_params(d, g, &g->pl);
+    flint_arena m;
+    flint_arena_init_from(&m, NULL, SIZE_MAX);
+    carve(d, g, &m, own_embed, own_head);
+    g->bytes = m.used;
+    void *base = NULL;
+    CUDA_OK(cudaMalloc(&base, g->bytes), "cudaMalloc of weights, context K/V pool and scratch");
+    g->base = base;
+    flint_arena a;
+    flint_arena_init_from(&a, base, SIZE_MAX);
+    carve(d, g, &a, own_embed, own_head);
+    FLINT_ASSERT(a.used == g->bytes);
+    g->embed = own_embed ? g->own_embed : tv.embed;
+    g->lm_head = own_head ? g->own_head : tv.lm_head;
+    void *hp = NULL;
+    size_t K = (size_t)c->max_draft, Q = (size_t)d->opts.max_reqs;
+    CUDA_OK(cudaMallocHost(&hp, g->pl.bytes + 16 + sizeof(int32_t) * K * Q + sizeof(float) * Q * K), "pinned staging");
+    g->hpar = (char *)hp;
+    g->h_toks = (int32_t *)(g->hpar + ((g->pl.bytes + 15) & ~(size_t)15));
+    g->h_conf = (float *)(g->h_toks + K * Q);
+    g->h_seq_map = (int32_t *)flint_xmalloc(sizeof(int32_t) * (size_t)g->max_tables);
+    if (upload_weights(d, g, err)) return -1;
+    /* cudaMemcpy from pageable memory may return before its DMA lands, and the target's stream
+     * does not wait for the legacy stream: finish the uploads before the first call */
+    CUDA_OK(cudaDeviceSynchronize(), "weight upload");
+    return 0;
+}
+
+const float *flint_drafter_device_q(const flint_drafter *d) { return d->cuda ? d->cuda->q : NULL; }
+
+void flint_drafter_cuda_free(flint_drafter *d) {
+    struct flint_drafter_cuda *g = d->cuda;
+    if (!g) return;
+    cudaSetDevice(g->device);
+    if (g->base) cudaFree(g->base); /* every call ended with a synchronisation: nothing is in flight */
+    if (g->hpar) cudaFreeHost(g->hpar);
+    free(g->layers);
+    free(g->h_seq_map);
+    free(g);
+    d->cuda = NULL;
+}
+
+size_t flint_drafter_cuda_bytes(const flint_drafter *d) { return d->cuda ? d->cuda->bytes : 0; }
+
+/* ==== Device-pointer stages (a device-resident step calls these directly) ==== */
+
+/* taps [R][n_taps H] fp32 -> fc -> hidden_norm -> per layer K = RoPE(k_norm(Wk ctx)), V = Wv ctx
+ * into the context pool at pos[r] of sequence row_seq[r] (tables [.][bt_stride]). */
+static void encode_device(flint_drafter *d, int R, const float *taps, const int32_t *pos, const int32_t *row_seq,
+                          const int32_t *tables) {
+    const flint_drafter_config *c = &d->cfg;
+    struct flint_drafter_cuda *g = d->cuda;
+    flint_cuda_stream s = (flint_cuda_stream)g->stream;
+    int H = c->hidden_size, nTH = c->n_taps * c->hidden_size, kvd = d->kv_dim;
+    flint_drafter_cuda_to_bf16(g->taps_b, taps, (size_t)R * nTH, g->stream);
+    flint_cuda_gemm_tc(g->ctx, H, g->taps_b, nTH, g->fc, R, H, nTH, 0, s);
+    flint_cuda_rmsnorm(g->ctxn, H, g->ctx, H, NULL, g->hidden_norm, R, H, c->rms_norm_eps, s);
+    for (int l = 0; l < c->n_layers; l++) {
+        const dlayer *ly = &g->layers[l];
+        uint16_t *kc = g->k_cache + (size_t)l * d->kv_layer_floats, *vc = g->v_cache + (size_t)l * d->kv_layer_floats;
+        /* the k|v rows of the fused q|k|v weight: context rows need no query */
+        flint_cuda_gemm_tc(g->ckv, 2 * kvd, g->ctxn, H, ly->wqkv + (size_t)d->q_dim * H, R, 2 * kvd, H, 0, s);
+        flint_cuda_qk_norm_rope(g->ckv, 2 * kvd, R, d->nkv, ly->k_norm, 0, NULL, c->head_dim, c->rms_norm_eps,
+                                g->rope_cos, g->rope_sin, pos, s);
+        flint_cuda_kv_store(kc, vc, g->ckv, g->ckv + kvd, 2 * kvd, pos, row_seq, tables, g->bt_stride, R, d->nkv,
+                            c->head_dim, d->block, s);
+    }
+}
+
+/* The block forward of n_reqs blocks (rows i * B + j: token tok, position pos = P_i + j, sequence
+ * row_seq) up to hfin (bf16) and the base logits U = g->u [R][draft_vocab] (fp32). */
+static void backbone_device(flint_drafter *d, int n_reqs, int max_ctx, const int32_t *tok, const int32_t *pos,
+                            const int32_t *row_seq, const int32_t *tables) {
+    const flint_drafter_config *c = &d->cfg;
+    struct flint_drafter_cuda *g = d->cuda;
+    flint_cuda_stream s = (flint_cuda_stream)g->stream;
+    int B = c->block_size, R = n_reqs * B, H = c->hidden_size, I = d->ni, qd = d->q_dim, kvd = d->kv_dim;
+    int qkv = g->qkv_dim;
+    float eps = c->rms_norm_eps;
+    flint_cuda_embed(g->x, g->embed, tok, R, H, s);
+    for (int l = 0; l < c->n_layers; l++) {
+        const dlayer *ly = &g->layers[l];
+        flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->attn_norm, R, H, eps, s);
+        flint_cuda_gemm_tc(g->qkv, qkv, g->xn, H, ly->wqkv, R, qkv, H, 0, s);
+        flint_cuda_qk_norm_rope(g->qkv, qkv, R, d->nh, ly->q_norm, d->nkv, ly->k_norm, c->head_dim, eps, g->rope_cos,
+                                g->rope_sin, pos, s);
+        flint_cuda_attn a;
+        memset(&a, 0, sizeof a);
+        a.q = g->qkv;
+        a.ldq = qkv;
+        a.out = g->att;
+        a.ldo = qd;
+        a.k_cache = g->k_cache + (size_t)l * d->kv_layer_floats;
+        a.v_cache = g->v_cache + (size_t)l * d->kv_layer_floats;
+        a.block_tables = tables;
+        a.bt_stride = g->bt_stride;
+        a.row_seq = row_seq;
+        a.pos = pos;
+        a.n_rows = R;
+        a.n_heads = d->nh;
+        a.n_kv_heads = d->nkv;
+        a.head_dim = c->head_dim;
+        a.block_size = d->block;
+        a.max_ctx = max_ctx;
+        a.blk_rows = B; /* block K/V are this layer's fp32 k and v columns, never cached */
+        a.blk_k = g->qkv + qd;
+        a.blk_v = g->qkv + qd + kvd;
+        a.ld_blk = qkv;
+        a.scratch = g->attn_scratch;
+        flint_cuda_attention(&a, s);
+        flint_cuda_gemm_tc(g->x, H, g->att, qd, ly->wo, R, H, qd, 1, s);
+        flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->mlp_norm, R, H, eps, s);
+        flint_cuda_gemm_tc(g->gu, 2 * I, g->xn, H, ly->w_gate_up, R, 2 * I, H, 0, s);
+        flint_cuda_swiglu(g->act, I, g->gu, 2 * I, R, I, s);
+        flint_cuda_gemm_tc(g->x, H, g->act, I, ly->w_down, R, H, I, 1, s);
+    }
+    flint_cuda_rmsnorm(g->hfin, H, g->x, H, NULL, g->final_norm, R, H, eps, s);
+    flint_cuda_gemm_tc(g->u, c->draft_vocab_size, g->hfin, H, g->lm_head, R, c->draft_vocab_size, H, 0, s);
+}
+
+/* The sequential stage for slots k < n_steps of every request: slot k's rows of U become the
+ * corrected logits L_k in place; drawn tokens go to g->toks [k][n_reqs] (target ids), confidences
+ * to g->conf [i][max_draft], q_k to q + (i * max_draft + k) * vocab when q is not NULL. Per-request
+ * parameters: anchor, greedy, temperature, seed [n_reqs]; spos [n_steps][n_reqs] the position of
+ * each x_k (the DRAFT stream's key). */
+static void markov_device(flint_drafter *d, int n_reqs, int n_steps, const int32_t *anchor, const int32_t *greedy,
+                          const float *temp, const uint64_t *seed, const int64_t *spos, float *q) {
+    const flint_drafter_config *c = &d->cfg;
+    struct flint_drafter_cuda *g = d->cuda;
+    int B = c->block_size, H = c->hidden_size, V = c->vocab_size, Vd = c->draft_vocab_size, r = c->markov_rank;
+    int K = c->max_draft, first = c->layout == FLINT_DRAFT_FILL_IN ? 1 : 0;
+    size_t ldu = (size_t)B * Vd;
+    for (int k = 0; k < n_steps; k++) {
+        float *lk = g->u + (size_t)(first + k) * Vd; /* request i's slot row at lk + i * ldu */
+        flint_drafter_cuda_markov_conf(g->e, r, g->w1, anchor, k ? g->toks + (size_t)(k - 1) * n_reqs : NULL, g->conf,
+                                       K, k, g->conf_w, g->conf_b, c->confidence_with_markov,
+                                       g->hfin + (size_t)(first + k) * H, (size_t)B * H, H, n_reqs, g->stream);
+        if (r) flint_cuda_gemm_tc(lk, (int)ldu, g->e, r, g->w2, n_reqs, Vd, r, 1, (flint_cuda_stream)g->stream);
+        const float *ls = lk;
+        int ld = (int)ldu;
+        if (g->t2d) {
+            flint_drafter_cuda_scatter_vocab(g->lt, lk, ldu, g->t2d, V, n_reqs, g->stream);
+            ls = g->lt;
+            ld = V;
+        }
+        flint_cuda_draft_sample(g->toks + (size_t)k * n_reqs, q ? q + (size_t)k * V : NULL, K * V, ls, ld, n_reqs, V,
+                                temp, greedy, seed, spos + (size_t)k * n_reqs, g->smp,
+                                (flint_cuda_stream_s)g->stream);
+    }
+}
+
+/* ==== Host entry points (the batch is validated by forward_cpu.c) ==== */
+
+/* Sequence s's table into the staging block under a number given in order of first use, so only
+ * the tables of this call travel; blocks [0, need) are copied (the rest are never read). */
+static int stage_table(struct flint_drafter_cuda *g, int *n_used, int32_t seq, const int32_t *bt, int need) {
+    int k;
+    for (k = 0; k < *n_used && g->h_seq_map[k] != seq; k++) {}
+    if (k == *n_used) g->h_seq_map[(*n_used)++] = seq;
+    FLINT_ASSERT(*n_used <= g->max_tables && need <= g->bt_stride);
+    if (need > 0) memcpy(HP(g, tables, int32_t) + (size_t)k * g->bt_stride, bt, sizeof(int32_t) * (size_t)need);
+    return k;
+}
+
+static int upload_params(struct flint_drafter_cuda *g, int n_used, flint_err *err) {
+    size_t n = g->pl.tables + sizeof(int32_t) * (size_t)n_used * g->bt_stride;
+    CUDA_OK(cudaMemcpyAsync(g->dpar, g->hpar, n, cudaMemcpyHostToDevice, g->stream), "batch upload");
+    return 0;
+}
+
+int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err) {
+    struct flint_drafter_cuda *g = d->cuda;
+    const flint_drafter_config *c = &d->cfg;
+    CUDA_OK(cudaSetDevice(g->device), "select device");
+    int R = b->n_rows, n_used = 0;
+    int32_t *pos = HP(g, e_pos, int32_t), *rs = HP(g, e_row_seq, int32_t);
+    for (int r = 0; r < R; r++) {
+        pos[r] = b->pos[r];
+        rs[r] = stage_table(g, &n_used, b->row_seq[r], b->block_tables[b->row_seq[r]], b->pos[r] / d->block + 1);
+    }
+    if (upload_params(g, n_used, err)) return -1;
+    CUDA_OK(cudaMemcpyAsync(g->taps, b->taps, sizeof(float) * (size_t)R * c->n_taps * c->hidden_size,
+                            cudaMemcpyHostToDevice, g->stream), "taps upload");
+    encode_device(d, R, g->taps, DP(g, e_pos, int32_t), DP(g, e_row_seq, int32_t), DP(g, tables, int32_t));
+    CUDA_OK(cudaStreamSynchronize(g->stream), "encode");
+    return 0;
+}
+
+/* Rows [0, n) of each request's [max_draft][width] output block, device (pitch src_pitch floats
+ * per request) to host (pitch dst_pitch), n = n_draft; requests with skip[i] are left alone. One
+ * 2D copy when every request takes the same rows. */
+static int download_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, size_t width, int n_reqs,
+                         const flint_drafter_req *reqs, const int32_t *skip, cudaStream_t st, flint_err *err) {
+    int uniform = 1;
+    for (int i = 0; i < n_reqs; i++)
+        if (reqs[i].n_draft != reqs[0].n_draft || (skip && skip[i])) uniform = 0;
+    if (uniform) {
+        CUDA_OK(cudaMemcpy2DAsync(dst, dst_pitch * sizeof(float), src, src_pitch * sizeof(float),
+                                  (size_t)reqs[0].n_draft * width * sizeof(float), n_reqs, cudaMemcpyDeviceToHost, st),
+                "logits download");
+        return 0;
+    }
+    for (int i = 0; i < n_reqs; i++)
+        if (!(skip && skip[i]))
+            CUDA_OK(cudaMemcpyAsync(dst + (size_t)i * dst_pitch, src + (size_t)i * src_pitch,
+                                    (size_t)reqs[i].n_draft * width * sizeof(float), cudaMemcpyDeviceToHost, st),
+                    "logits download");
+    return 0;
+}
+
+int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs, const int32_t *const *bts,
+                             int n_seqs, flint_drafter_out *out, flint_err *err) {
+    struct flint_drafter_cuda *g = d->cuda;
+    const flint_drafter_config *c = &d->cfg;
+    CUDA_OK(cudaSetDevice(g->device), "select device");
+    int B = c->block_size, K = c->max_draft, V = c->vocab_size, Vd = c->draft_vocab_size;
+    int first = c->layout == FLINT_DRAFT_FILL_IN ? 1 : 0;
+    int n_used = 0, max_ctx = 1, n_steps = 0;
+    (void)n_seqs;
+    int32_t *tok = HP(g, tok, int32_t), *pos = HP(g, pos, int32_t), *rs = HP(g, row_seq, int32_t);
+    int32_t *anchor = HP(g, anchor, int32_t), *greedy = HP(g, greedy, int32_t);
+    float *temp = HP(g, temp, float);
+    uint64_t *seed = HP(g, seed, uint64_t);
+    int64_t *spos = HP(g, spos, int64_t);
+    for (int i = 0; i < n_reqs; i++) {
+        const flint_drafter_req *q = &reqs[i];
+        int P = q->pos;
+        /* blocks covering the context positions 0..P-1 */
+        int si = stage_table(g, &n_used, q->seq, bts[q->seq], (P + d->block - 1) / d->block);
+        for (int j = 0; j < B; j++) {
+            tok[i * B + j] = j ? c->mask_token_id : q->anchor;
+            pos[i * B + j] = P + j;
+            rs[i * B + j] = si;
+        }
+        anchor[i] = q->anchor;
+        greedy[i] = q->greedy || q->temperature == 0.0f;
+        temp[i] = greedy[i] ? 1.0f : q->temperature;
+        seed[i] = q->seed;
+        for (int k = 0; k < K; k++) spos[(size_t)k * n_reqs + i] = (int64_t)P + 1 + k;
+        if (P + B > max_ctx) max_ctx = P + B;
+        if (q->n_draft > n_steps) n_steps = q->n_draft;
+    }
+    if (upload_params(g, n_used, err)) return -1;
+    backbone_device(d, n_reqs, max_ctx, DP(g, tok, int32_t), DP(g, pos, int32_t), DP(g, row_seq, int32_t),
+                    DP(g, tables, int32_t));
+    /* U's slot rows are overwritten by the Markov loop: the base logits leave first (tests only;
+     * a copy into pageable memory waits for the backbone) */
+    if (out->base_logits && download_rows(out->base_logits, (size_t)K * Vd, g->u + (size_t)first * Vd, (size_t)B * Vd,
+                                          Vd, n_reqs, reqs, NULL, g->stream, err))
+        return -1;
+    markov_device(d, n_reqs, n_steps, DP(g, anchor, int32_t), DP(g, greedy, int32_t), DP(g, temp, float),
+                  DP(g, seed, uint64_t), DP(g, spos, int64_t), out->q || out->q_on_device ? g->q : NULL);
+    CUDA_OK(cudaMemcpyAsync(g->h_toks, g->toks, sizeof(int32_t) * (size_t)n_steps * n_reqs, cudaMemcpyDeviceToHost,
+                            g->stream), "draft download");
+    if (out->confidence && g->conf_w)
+        CUDA_OK(cudaMemcpyAsync(g->h_conf, g->conf, sizeof(float) * (size_t)n_reqs * K, cudaMemcpyDeviceToHost,
+                                g->stream), "confidence download");
+    if (out->logits && download_rows(out->logits, (size_t)K * Vd, g->u + (size_t)first * Vd, (size_t)B * Vd, Vd,
+                                     n_reqs, reqs, NULL, g->stream, err))
+        return -1;
+    if (out->q && download_rows(out->q, (size_t)K * V, g->q, (size_t)K * V, V, n_reqs, reqs, greedy, g->stream, err))
+        return -1;
+    CUDA_OK(cudaStreamSynchronize(g->stream), "draft");
+    for (int i = 0; i < n_reqs; i++)
+        for (int k = 0; k < reqs[i].n_draft; k++) {
+            out->tokens[(size_t)i * K + k] = g->h_toks[(size_t)k * n_reqs + i];
+            if (out->confidence) out->confidence[(size_t)i * K + k] = g->conf_w ? g->h_conf[(size_t)i * K + k] : 1.0f;
+        }
+    return 0;
+}

@@ -1,0 +1,928 @@
+/* Attention over the paged KV cache on the GPU (ops_cuda.h: flint_cuda_attention): causal
+ * (target prefill, decode, verify) and drafter-block mode, batch-invariant. Split from
+ * ops_cuda.cu so the attention kernels can change on their own.
+ *
+ * ==== Design ====
+ * A row's positions 0..T-1 are cut into chunks of C = FLINT_CUDA_ATTN_CHUNK (128) positions,
+ * boundaries at multiples of C from position 0. For each (row, head, chunk) a first kernel makes
+ * an unnormalised partial: m = max of the chunk's scores, l = sum of e^(s - m), o[d] = sum of
+ * e^(s - m) v[d]; the partials are merged in chunk order, by a second kernel
+ * (attn_merge_kernel, from scratch) or, when one CTA computes all the chunks of its rows, by that
+ * CTA in registers (attn_tc_fused_kernel: no scratch traffic, no second launch).
+ *
+ * Fast path (attn_tc_kernel: head_dim % 16 == 0 and the tiles fit in shared memory), on the
+ * tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate). Rows of one sequence at
+ * consecutive positions (a verify block, a prefill run, a drafter block) see the same K/V, so a
+ * CTA of 4 warps takes a GROUP of such rows and one KV head: its n rows x G query heads are the
+ * query "slots" j = i * G + h (at most 64, 4 m tiles of 16), and for each chunk it loads the
+ * chunk's K and V once (cp.async, 16 bytes) and computes every slot against them:
+ *   1. S = Q K^T: warp w takes the chunk's positions 32w..32w+31 (4 n tiles of 8), every slot;
+ *      the k loop runs over head_dim in steps of 16.
+ *   2. softmax inside the chunk: s = S * scale; positions a slot's row does not see (causal mask,
+ *      or past the end of its context) are dropped: m = max over the seen ones, p = e^(s - m),
+ *      p = 0 for the others; l = sum of p.
+ *   3. O = P V: warp w takes 16-dim pairs w, w + 4, w + 8, ... of head_dim, every slot; the k
+ *      loop runs over the chunk's 128 positions in steps of 16.
+ * Exactness: Q is fp32 and P is fp32, but an MMA takes bf16. Each is split as x = hi + lo with
+ * hi = bf16(x), lo = bf16(x - hi) (x - hi is exact in fp32), and both halves go through the MMA
+ * against the same bf16 K (V): hi + lo is within 2^-16 |x| (bf16 alone: 2^-8), products are
+ * exact and the MMA accumulates in fp32 (truncating, ~2^-23 per k16 step), so the kernel stays
+ * within fp32-level error of the fp32 CPU reference and the test keeps the old kernel's
+ * tolerance. The price is twice the MMAs, which are not the bottleneck (K/V bytes are). The
+ * drafter block's own K/V are fp32 (blk_k, blk_v): in a chunk that holds block positions, K and
+ * V are split the same way (a lo tile beside the hi tile, zero for cache positions), and one
+ * more MMA adds Q_hi K_lo (P_hi V_lo); the dropped Q_lo K_lo term is below 2^-16 |q k|.
+ *
+ * Which rows form a group (computed on the device from row_seq and pos; the host passes nothing
+ * new): a row continues its predecessor when it has the same sequence and pos + 1. Within such
+ * a run, rows are cut at the run start and at every row whose position is a multiple of U =
+ * R_MAX / 2 (R_MAX = 64 / G rows fit a CTA) and that is at least U rows into the run. So a run
+ * of up to U rows (a verify block of 8 when G <= 4) is one group, the first group of a run has
+ * at most 2U - 1 < R_MAX rows, later ones U; a CTA finds the cuts with a look-back of U rows. In
+ * block mode a group is a block's rows (cut every R_MAX rows). The grid is (split s, KV head,
+ * window of 8 rows): a CTA takes the groups whose first row lies in its window and, of each, the
+ * chunks c = s, s + NS, ... (NS picked from the grid size for occupancy; it changes nothing in
+ * the arithmetic). NS = 1 (enough CTAs without splitting: large-batch verify, long prefill) at
+ * head_dim <= 128 takes the fused kernel. The grid depends on n_rows and max_ctx only:
+ * CUDA-graph friendly.
+ *
+ * ==== Batch invariance: the order of every reduction ====
+ * A row's output must not depend on the launch (rows, grid, which rows share its CTA). It holds
+ * because every operation on a slot's values is fixed by the chunk layout and head_dim alone:
+ * - scores: each MMA output element depends only on its own row of A (the slot's Q) and column
+ *   of B (one position's K), whatever else the tile holds (the GEMM relies on the same); the k
+ *   order is fixed: for k16 step 0, 1, ..: += Q_hi K, += Q_lo K (+= Q_hi K_lo in a block chunk);
+ *   then * scale (one rounding), as the CPU reference;
+ * - max: exact whatever the order;
+ * - l: lane-local over its positions 8nt + 2t + e (nt = 0..3, e = 0, 1, in that order), then
+ *   a butterfly over the 4 lanes of a quad (xor 1, then xor 2), then over the warps as
+ *   (w0 + w1) + (w2 + w3); positions the row does not see contribute exact zeros;
+ * - o: for k16 step (16 positions) 0..7: += P_hi V, += P_lo V (+= P_hi V_lo), one fp32
+ *   accumulator per (slot, dim); positions the row does not see have p = 0, so their product is
+ *   zero whether V holds the K/V of a later row of the group or the zeros loaded past the end
+ *   (a row alone sees zeros there, the same row in a group its neighbours' K/V: only the zero
+ *   products differ in origin, never in value). Every k step runs for every chunk, so a row's
+ *   chain of MMAs has the same length whatever the group's extent;
+ * - the merge (per row, head), a recurrence over c = 0, 1, .. in order from M = -inf, L = 0,
+ *   A = 0: M' = max(M, m_c), a = e^(M - M'), b = e^(m_c - M'), L = fmaf(l_c, b, L * a),
+ *   A[d] = fmaf(o_c[d], b, A[d] * a), M = M'; out = bf16(A * (1 / L)). The merge kernel and the
+ *   fused kernel run exactly these operations on the same values (the merge kernel finds the
+ *   prefix maxima M' by a scan, exact in any order), so the choice between them, which depends
+ *   on the launch, does not show in the bits.
+ * Slots of a group's rows whose context ends before a chunk write no partial for it; the merge
+ * reads chunks 0..ceil(T / C) - 1 of the row only. The fallback path (attn_chunk_kernel, below)
+ * has its own fixed order, also by the row's context length only; which path runs depends on
+ * head_dim and the mode alone.
+ *
+ * Unusual shapes: head_dim not a multiple of 16, or tiles too large for shared memory (block mode
+ * with head_dim > 160), take the fallback: one CUDA-core block per (chunk, KV head, row). */
+#include "target/cuda_common.cuh"
+
+#define ATTN_THREADS 128
+#define ATTN_CHUNK FLINT_CUDA_ATTN_CHUNK
+#define ATTN_G FLINT_CUDA_ATTN_MAX_GROUP
+
+#if FLINT_CUDA_ATTN_CHUNK != 128
+#error "attn_tc_kernel assumes 128-position chunks: 4 warps x 32 positions, 8 k16 steps"
+#endif
+
+/* Positions row r sees: T in all, the first n_cache from the cache, the rest from the block rows
+ * starting at row blk0 (drafter block mode). */
+static __device__ __forceinline__ int attn_span(int blk_rows, const int32_t *pos, int r, int *n_cache, int *blk0) {
+    if (blk_rows > 0) {
+        const int r0 = r - r % blk_rows;
+        *n_cache = pos[r0];
+        *blk0 = r0;
+        return pos[r0] + blk_rows;
+    }
+    *n_cache = pos[r] + 1;
+    *blk0 = 0;
+    return pos[r] + 1;
+}
+
+/* ==== Fast path: tensor cores ==== */
+
+#define TC_NQ 64                   /* query slots per CTA: 4 m tiles of 16 */
+#define TC_MT 4
+#define TC_WIN 8                   /* rows per window: a CTA takes the groups starting in it */
+#define TC_LOOK 32                 /* rows looked back (>= U) */
+#define TC_ROWS 128                /* rows read: TC_LOOK before the window, the window, the rest after */
+#define TC_PST (ATTN_CHUNK + 8)    /* P row stride in elements: 272 bytes, an odd number of 16 B units */
+#define TC_SMEM_LIMIT (219 * 1024) /* dynamic shared memory allowed (227 KB less the static part) */
+
+typedef struct {
+    int max_chunks; /* scratch chunks per (row, head) */
+    int ns;         /* splits: a CTA takes chunks s, s + ns, ... */
+    int nq;         /* query slots allocated (Q and P planes), a multiple of 16, <= TC_NQ */
+    int r_max, u;   /* rows per group at most; the cut unit */
+    int q_vec;      /* q and ldq allow 16-byte loads */
+    float scale;
+} tc_args;
+
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+static __device__ __forceinline__ void cp_async_wait1(void) { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+static __device__ __forceinline__ void cp_async_wait0(void) { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+/* Four 8x8 bf16 matrices; lane l gives the address of row l % 8 of matrix l / 8 and gets, of each
+ * matrix, row l / 4, columns 2 (l % 4) and + 1 (trans: column l / 4, rows 2 (l % 4) and + 1). */
+static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const uint16_t *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+static __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const uint16_t *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+/* d += a b, m16n8k16. Fragments (g = lane / 4, t = lane % 4): a0 (row g, k 2t, 2t+1), a1 (row
+ * g+8, k 2t..), a2 (row g, k 2t+8..), a3 (row g+8, k 2t+8..); b0 (k 2t, 2t+1, col g), b1 (k
+ * 2t+8.., col g); d0, d1 (row g, cols 2t, 2t+1), d2, d3 (row g+8, cols 2t, 2t+1). */
+static __device__ __forceinline__ void mma16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* bf16(x0) in the low half, bf16(x1) in the high half, round to nearest even. */
+static __device__ __forceinline__ uint32_t pack_bf16(float x0, float x1) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(x1), "f"(x0));
+    return r;
+}
+
+/* x0, x1 = hi + lo: hi = bf16(x), lo = bf16(x - hi); x - hi is exact in fp32. */
+static __device__ __forceinline__ void split_pair(float x0, float x1, uint32_t *hi, uint32_t *lo) {
+    const uint32_t h = pack_bf16(x0, x1);
+    *hi = h;
+    *lo = pack_bf16(__fsub_rn(x0, __uint_as_float(h << 16)), __fsub_rn(x1, __uint_as_float(h & 0xffff0000u)));
+}
+
+static __device__ __forceinline__ void split8(const float v[8], uint4 *hi, uint4 *lo) {
+    split_pair(v[0], v[1], &hi->x, &lo->x);
+    split_pair(v[2], v[3], &hi->y, &lo->y);
+    split_pair(v[4], v[5], &hi->z, &lo->z);
+    split_pair(v[6], v[7], &hi->w, &lo->w);
+}
+
+/* A chunk's K (or V) tile into shared memory, [C][kst] bf16: cache positions by cp.async (and
+ * zeros in the lo tile), block positions (fp32) split into the hi and lo tiles, positions past the
+ * group's context zeros. pos_off: per position, the cache element offset (>= 0), -1 (zeros) or
+ * -2 - the block row. lo_on: the chunk holds block positions (the lo tile is read). */
+static __device__ __forceinline__ void tc_load_tile(uint16_t *hi, uint16_t *lo, const uint16_t *cache,
+                                                    const float *blk, int ld_blk, const long long *pos_off, int kvh,
+                                                    int hd, int kst, int lo_on) {
+    const int h8 = hd >> 3;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    for (int idx = threadIdx.x; idx < ATTN_CHUNK * h8; idx += ATTN_THREADS) {
+        const int pp = idx / h8, d = (idx - pp * h8) * 8;
+        const long long off = pos_off[pp];
+        uint16_t *dh = hi + pp * kst + d, *dl = lo + pp * kst + d;
+        if (off >= 0) {
+            cp_async16(dh, cache + off + d);
+            if (lo_on) *(uint4 *)dl = zero;
+        } else if (off == -1) {
+            *(uint4 *)dh = zero;
+            if (lo_on) *(uint4 *)dl = zero;
+        } else {
+            const float *src = blk + (size_t)(-2 - off) * ld_blk + (size_t)kvh * hd + d;
+            float v[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = src[e];
+            uint4 h, l;
+            split8(v, &h, &l);
+            *(uint4 *)dh = h;
+            *(uint4 *)dl = l;
+        }
+    }
+}
+
+/* The positions a slot's row sees: causal, row i of the group sees p0 + i + 1; block mode, all
+ * rows see T; slots past the group's rows (padding) see nothing. */
+static __device__ __forceinline__ int tc_slot_T(int j, int n_slots, int G, int blk, int p0, int Tmax) {
+    return j >= n_slots ? 0 : blk ? Tmax : p0 + 1 + j / G;
+}
+
+/* FUSED (a constant): the CTA takes every chunk of its groups (ns == 1) in order and merges them
+ * itself, with the merge kernel's recurrence, into the output: no partials (head_dim <= 128, so
+ * that each warp's running sums fit in registers: one dim-pair batch per warp). */
+static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, const tc_args x, const int FUSED) {
+    extern __shared__ uint4 tc_smem[];
+    __shared__ float red_m[4][TC_NQ], red_l[4][TC_NQ];   /* per warp: max and sum of each slot */
+    __shared__ long long pos_off[ATTN_CHUNK];
+    __shared__ int w_seq[TC_ROWS], w_pos[TC_ROWS];
+    __shared__ unsigned char w_cont[TC_ROWS], w_lead[TC_ROWS];
+    __shared__ int g_r0[TC_WIN], g_n[TC_WIN], g_cnt;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: the matrix and the row this lane addresses */
+    const int split = blockIdx.x, kvh = blockIdx.y, win = gridDim.z - 1 - blockIdx.z; /* last rows first */
+    const int hd = a.head_dim, G = a.n_heads / a.n_kv_heads, kst = hd + 8, blk = a.blk_rows > 0;
+    const size_t slot = (size_t)a.n_kv_heads * hd; /* elements per cache position */
+
+    /* Shared memory: [K hi | K lo] (P hi | P lo reuse it once the scores are done), [V hi | V lo],
+     * [Q hi | Q lo]. Row strides kst = hd + 8 and TC_PST are odd multiples of 16 bytes, so the 8
+     * rows of an ldmatrix hit distinct banks. */
+    const size_t kv_elems = (size_t)ATTN_CHUNK * kst * (blk ? 2 : 1);
+    const size_t p_elems = (size_t)2 * x.nq * TC_PST;
+    uint16_t *Ks = (uint16_t *)tc_smem, *Kl = Ks + (size_t)ATTN_CHUNK * kst;
+    uint16_t *Ph = Ks, *Pl = Ks + (size_t)x.nq * TC_PST;
+    uint16_t *Vs = Ks + (kv_elems > p_elems ? kv_elems : p_elems), *Vl = Vs + (size_t)ATTN_CHUNK * kst;
+    uint16_t *Qh = Vs + kv_elems, *Ql = Qh + (size_t)x.nq * kst;
+
+    /* ---- the groups starting in this window ---- */
+    if (!blk) {
+        const int base = win * TC_WIN - TC_LOOK;
+        {
+            const int q = base + tid, ok = q >= 0 && q < a.n_rows;
+            w_seq[tid] = ok ? a.row_seq[q] : -1;
+            w_pos[tid] = ok ? a.pos[q] : 0;
+        }
+        __syncthreads();
+        w_cont[tid] = tid > 0 && w_seq[tid] >= 0 && w_seq[tid - 1] == w_seq[tid] && w_pos[tid - 1] + 1 == w_pos[tid];
+        __syncthreads();
+        int lead = 0;
+        if (tid >= TC_LOOK && w_seq[tid] >= 0) {
+            lead = !w_cont[tid];
+            if (!lead && w_pos[tid] % x.u == 0) { /* a cut if at least U rows into the run */
+                lead = 1;
+                for (int k = 0; k < x.u; k++)
+                    if (!w_cont[tid - k]) {
+                        lead = 0;
+                        break;
+                    }
+            }
+        }
+        w_lead[tid] = (unsigned char)lead;
+        __syncthreads();
+        if (tid == 0) {
+            int n = 0;
+            for (int i = TC_LOOK; i < TC_LOOK + TC_WIN; i++) {
+                if (!w_lead[i]) continue;
+                int e = i + 1; /* groups have at most 2U - 1 <= 63 rows: e stays below TC_ROWS */
+                while (e < TC_ROWS && w_cont[e] && !w_lead[e]) e++;
+                g_r0[n] = base + i;
+                g_n[n] = e - i;
+                n++;
+            }
+            g_cnt = n;
+        }
+    } else if (tid == 0) {
+        int n = 0;
+        for (int i = 0; i < TC_WIN; i++) {
+            const int q = win * TC_WIN + i;
+            if (q >= a.n_rows) break;
+            const int off = q % a.blk_rows;
+            if (off % x.r_max) continue;
+            g_r0[n] = q;
+            g_n[n] = min(x.r_max, a.blk_rows - off);
+            n++;
+        }
+        g_cnt = n;
+    }
+    __syncthreads();
+
+    const int n_grp = g_cnt;
+    for (int gi = 0; gi < n_grp; gi++) {
+        const int r0 = g_r0[gi], n = g_n[gi];
+        int seq, p0, n_cache, Tmax, blk0 = 0;
+        if (!blk) { /* the window arrays hold the row: no second trip to memory */
+            seq = w_seq[r0 - (win * TC_WIN - TC_LOOK)];
+            p0 = w_pos[r0 - (win * TC_WIN - TC_LOOK)];
+            Tmax = p0 + n;
+            n_cache = Tmax;
+        } else {
+            seq = a.row_seq[r0];
+            blk0 = r0 - r0 % a.blk_rows;
+            p0 = a.pos[blk0];
+            n_cache = p0;
+            Tmax = p0 + a.blk_rows;
+        }
+        int nch = (Tmax + ATTN_CHUNK - 1) / ATTN_CHUNK;
+        if (nch > x.max_chunks) nch = x.max_chunks; /* a caller bug; the merge traps on it */
+        if (split >= nch) continue;                  /* CTA-uniform */
+        const int n_slots = n * G, n_mt = (n_slots + 15) >> 4;
+        if (FUSED && (Tmax + ATTN_CHUNK - 1) / ATTN_CHUNK > x.max_chunks) __trap(); /* as the merge kernel */
+        /* FUSED: the merge's running state of this lane's slots j = 16 mt + g + 8 hh, its dims */
+        float o_run[TC_MT][4][4], M_run[TC_MT][2], L_run[TC_MT][2];
+#pragma unroll
+        for (int mt = 0; mt < TC_MT; mt++) {
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) M_run[mt][hh] = -INFINITY, L_run[mt][hh] = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) o_run[mt][nt][i] = 0.0f;
+        }
+
+        for (int c = split; c < nch; c += x.ns) {
+            const int t0 = c * ATTN_CHUNK;
+            const int bchunk = blk && t0 + ATTN_CHUNK > n_cache; /* holds block positions (fp32 K/V) */
+
+            /* 1. where each position's K/V row is; on a group's first chunk, its Q too, while the
+             * block-table load is in flight */
+            {
+                const int p = t0 + tid; /* ATTN_THREADS == ATTN_CHUNK */
+                const int b = p < n_cache ? a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size] : 0;
+                if (c == split) { /* Q of the group's slots as hi/lo bf16, zeros for padding slots (the
+                                   * last readers of the previous group's Q passed the chunk-end barrier) */
+#pragma unroll 2
+                    for (int idx = tid; idx < n_mt * 16 * (hd >> 3); idx += ATTN_THREADS) {
+                        const int j = idx / (hd >> 3), d = (idx - j * (hd >> 3)) * 8;
+                        float v[8];
+                        if (j < n_slots) {
+                            const float *qp = a.q + (size_t)(r0 + j / G) * a.ldq + (size_t)(kvh * G + j % G) * hd + d;
+                            if (x.q_vec) {
+                                const float4 u0 = *(const float4 *)qp, u1 = *(const float4 *)(qp + 4);
+                                v[0] = u0.x, v[1] = u0.y, v[2] = u0.z, v[3] = u0.w;
+                                v[4] = u1.x, v[5] = u1.y, v[6] = u1.z, v[7] = u1.w;
+                            } else {
+#pragma unroll
+                                for (int e = 0; e < 8; e++) v[e] = qp[e];
+                            }
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < 8; e++) v[e] = 0.0f;
+                        }
+                        uint4 h, l;
+                        split8(v, &h, &l);
+                        *(uint4 *)(Qh + j * kst + d) = h;
+                        *(uint4 *)(Ql + j * kst + d) = l;
+                    }
+                }
+                long long off = -1;
+                if (p < n_cache)
+                    off = ((long long)b * a.block_size + p % a.block_size) * (long long)slot + (long long)kvh * hd;
+                else if (p < Tmax)
+                    off = -2 - (long long)(blk0 + p - n_cache);
+                pos_off[tid] = off;
+            }
+            __syncthreads();
+
+            /* 2. K, then V, in flight together; wait for K only */
+            tc_load_tile(Ks, Kl, a.k_cache, a.blk_k, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
+            cp_async_commit();
+            tc_load_tile(Vs, Vl, a.v_cache, a.blk_v, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
+            cp_async_commit();
+            cp_async_wait1();
+            __syncthreads();
+
+            /* 3. S = Q K^T for this warp's 32 positions */
+            float acc[TC_MT][4][4];
+#pragma unroll
+            for (int mt = 0; mt < TC_MT; mt++)
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
+            for (int s = 0; s < (hd >> 4); s++) {
+                uint32_t kb[4][2], kl[4][2], r[4];
+                const int kcol = 16 * s + (mi & 1) * 8;
+#pragma unroll
+                for (int h = 0; h < 2; h++) { /* n tiles 2h, 2h + 1: positions 32w + 16h + 8 (mi >> 1) + rr */
+                    const int krow = warp * 32 + h * 16 + (mi >> 1) * 8 + rr;
+                    ldsm_x4(r, Ks + krow * kst + kcol);
+                    kb[2 * h][0] = r[0], kb[2 * h][1] = r[1], kb[2 * h + 1][0] = r[2], kb[2 * h + 1][1] = r[3];
+                    if (bchunk) {
+                        ldsm_x4(r, Kl + krow * kst + kcol);
+                        kl[2 * h][0] = r[0], kl[2 * h][1] = r[1], kl[2 * h + 1][0] = r[2], kl[2 * h + 1][1] = r[3];
+                    } else {
+                        kl[2 * h][0] = kl[2 * h][1] = kl[2 * h + 1][0] = kl[2 * h + 1][1] = 0u;
+                    }
+                }
+#pragma unroll
+                for (int mt = 0; mt < TC_MT; mt++) {
+                    if (mt >= n_mt) break;
+                    uint32_t qh[4], ql[4];
+                    const int qoff = (mt * 16 + (mi & 1) * 8 + rr) * kst + 16 * s + (mi >> 1) * 8;
+                    ldsm_x4(qh, Qh + qoff);
+                    ldsm_x4(ql, Ql + qoff);
+#pragma unroll
+                    for (int nt = 0; nt < 4; nt++) {
+                        mma16816(acc[mt][nt], qh, kb[nt][0], kb[nt][1]);
+                        mma16816(acc[mt][nt], ql, kb[nt][0], kb[nt][1]);
+                        if (bchunk) mma16816(acc[mt][nt], qh, kl[nt][0], kl[nt][1]);
+                    }
+                }
+            }
+
+            /* 4. scale, mask, the max of each slot over this warp's positions, then over warps */
+            const int pw = t0 + warp * 32 + 2 * t; /* this lane's positions: pw + 8 nt + e */
+#pragma unroll
+            for (int mt = 0; mt < TC_MT; mt++) {
+                if (mt >= n_mt) break;
+                const int j0 = mt * 16 + g, j1 = j0 + 8;
+                const int T0 = tc_slot_T(j0, n_slots, G, blk, p0, Tmax), T1 = tc_slot_T(j1, n_slots, G, blk, p0, Tmax);
+                float m0 = -INFINITY, m1 = -INFINITY;
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int p = pw + 8 * nt + e;
+                        const float s0 = __fmul_rn(acc[mt][nt][e], x.scale), s1 = __fmul_rn(acc[mt][nt][2 + e], x.scale);
+                        acc[mt][nt][e] = s0;
+                        acc[mt][nt][2 + e] = s1;
+                        if (p < T0) m0 = fmaxf(m0, s0);
+                        if (p < T1) m1 = fmaxf(m1, s1);
+                    }
+                m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
+                m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
+                m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
+                m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
+                if (t == 0) {
+                    red_m[warp][j0] = m0;
+                    red_m[warp][j1] = m1;
+                }
+            }
+            __syncthreads(); /* also: every warp is done reading K, so P may overwrite it */
+
+            /* 5. p = e^(s - m) (0 where not seen), l, and P as hi/lo bf16 into shared memory */
+#pragma unroll
+            for (int mt = 0; mt < TC_MT; mt++) {
+                if (mt >= n_mt) break;
+                const int j0 = mt * 16 + g, j1 = j0 + 8;
+                const int T0 = tc_slot_T(j0, n_slots, G, blk, p0, Tmax), T1 = tc_slot_T(j1, n_slots, G, blk, p0, Tmax);
+                const float M0 = fmaxf(fmaxf(red_m[0][j0], red_m[1][j0]), fmaxf(red_m[2][j0], red_m[3][j0]));
+                const float M1 = fmaxf(fmaxf(red_m[0][j1], red_m[1][j1]), fmaxf(red_m[2][j1], red_m[3][j1]));
+                float l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    const int p = pw + 8 * nt;
+                    const float a0 = p < T0 ? expf(__fsub_rn(acc[mt][nt][0], M0)) : 0.0f;
+                    const float a1 = p + 1 < T0 ? expf(__fsub_rn(acc[mt][nt][1], M0)) : 0.0f;
+                    const float b0 = p < T1 ? expf(__fsub_rn(acc[mt][nt][2], M1)) : 0.0f;
+                    const float b1 = p + 1 < T1 ? expf(__fsub_rn(acc[mt][nt][3], M1)) : 0.0f;
+                    l0 = __fadd_rn(__fadd_rn(l0, a0), a1);
+                    l1 = __fadd_rn(__fadd_rn(l1, b0), b1);
+                    const int col = warp * 32 + 8 * nt + 2 * t;
+                    uint32_t h, l;
+                    split_pair(a0, a1, &h, &l);
+                    *(uint32_t *)(Ph + j0 * TC_PST + col) = h;
+                    *(uint32_t *)(Pl + j0 * TC_PST + col) = l;
+                    split_pair(b0, b1, &h, &l);
+                    *(uint32_t *)(Ph + j1 * TC_PST + col) = h;
+                    *(uint32_t *)(Pl + j1 * TC_PST + col) = l;
+                }
+                l0 = __fadd_rn(l0, __shfl_xor_sync(0xffffffffu, l0, 1));
+                l0 = __fadd_rn(l0, __shfl_xor_sync(0xffffffffu, l0, 2));
+                l1 = __fadd_rn(l1, __shfl_xor_sync(0xffffffffu, l1, 1));
+                l1 = __fadd_rn(l1, __shfl_xor_sync(0xffffffffu, l1, 2));
+                if (t == 0) {
+                    red_l[warp][j0] = l0;
+                    red_l[warp][j1] = l1;
+                }
+            }
+            cp_async_wait0(); /* V */
+            __syncthreads();
+
+            /* 6. O = P V for this warp's dim pairs pb and pb + 4 (of 16 dims each), then the partials */
+            const int npair = hd >> 4;
+            float *o_part = a.scratch, *ml_part = a.scratch + (size_t)a.n_rows * a.n_heads * x.max_chunks * hd;
+            for (int pb = warp; pb < npair; pb += 8) {
+                const int has2 = pb + 4 < npair; /* warp-uniform */
+                float o[TC_MT][4][4];
+#pragma unroll
+                for (int mt = 0; mt < TC_MT; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++) o[mt][nt][i] = 0.0f;
+#pragma unroll 2
+                for (int ks = 0; ks < ATTN_CHUNK / 16; ks++) {
+                    uint32_t vb[4][2], vl[4][2], r[4];
+                    const int vrow = 16 * ks + (mi & 1) * 8 + rr;
+#pragma unroll
+                    for (int h = 0; h < 2; h++) { /* n tiles 2h, 2h + 1: dims 16 (pb + 4h) + 8 (mi >> 1) */
+                        if (h == 1 && !has2) {
+                            vb[2][0] = vb[2][1] = vb[3][0] = vb[3][1] = 0u;
+                            vl[2][0] = vl[2][1] = vl[3][0] = vl[3][1] = 0u;
+                            break;
+                        }
+                        const int vcol = 16 * (pb + 4 * h) + (mi >> 1) * 8;
+                        ldsm_x4_t(r, Vs + vrow * kst + vcol);
+                        vb[2 * h][0] = r[0], vb[2 * h][1] = r[1], vb[2 * h + 1][0] = r[2], vb[2 * h + 1][1] = r[3];
+                        if (bchunk) {
+                            ldsm_x4_t(r, Vl + vrow * kst + vcol);
+                            vl[2 * h][0] = r[0], vl[2 * h][1] = r[1], vl[2 * h + 1][0] = r[2], vl[2 * h + 1][1] = r[3];
+                        } else {
+                            vl[2 * h][0] = vl[2 * h][1] = vl[2 * h + 1][0] = vl[2 * h + 1][1] = 0u;
+                        }
+                    }
+#pragma unroll
+                    for (int mt = 0; mt < TC_MT; mt++) {
+                        if (mt >= n_mt) break;
+                        uint32_t ph[4], pl[4];
+                        const int poff = (mt * 16 + (mi & 1) * 8 + rr) * TC_PST + 16 * ks + (mi >> 1) * 8;
+                        ldsm_x4(ph, Ph + poff);
+                        ldsm_x4(pl, Pl + poff);
+#pragma unroll
+                        for (int nt = 0; nt < 4; nt++) {
+                            if (nt >= 2 && !has2) break;
+                            mma16816(o[mt][nt], ph, vb[nt][0], vb[nt][1]);
+                            mma16816(o[mt][nt], pl, vb[nt][0], vb[nt][1]);
+                            if (bchunk) mma16816(o[mt][nt], ph, vl[nt][0], vl[nt][1]);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int mt = 0; mt < TC_MT; mt++) {
+                    if (mt >= n_mt) break;
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++) {
+                        const int j = mt * 16 + g + 8 * hh;
+                        if (t0 >= tc_slot_T(j, n_slots, G, blk, p0, Tmax)) continue; /* nothing seen, or padding */
+                        if (FUSED) { /* attn_merge_kernel's step for chunk c, the same operations */
+                            const float m = fmaxf(fmaxf(red_m[0][j], red_m[1][j]), fmaxf(red_m[2][j], red_m[3][j]));
+                            const float l = __fadd_rn(__fadd_rn(red_l[0][j], red_l[1][j]), __fadd_rn(red_l[2][j], red_l[3][j]));
+                            const float Mn = fmaxf(M_run[mt][hh], m);
+                            const float al = expf(__fsub_rn(M_run[mt][hh], Mn)), be = expf(__fsub_rn(m, Mn));
+                            L_run[mt][hh] = fmaf(l, be, __fmul_rn(L_run[mt][hh], al));
+                            M_run[mt][hh] = Mn;
+#pragma unroll
+                            for (int nt = 0; nt < 4; nt++) {
+                                if (nt >= 2 && !has2) break;
+#pragma unroll
+                                for (int e = 0; e < 2; e++)
+                                    o_run[mt][nt][2 * hh + e] =
+                                        fmaf(o[mt][nt][2 * hh + e], be, __fmul_rn(o_run[mt][nt][2 * hh + e], al));
+                            }
+                            continue;
+                        }
+                        const size_t part = ((size_t)(r0 + j / G) * a.n_heads + (size_t)kvh * G + j % G) * x.max_chunks + c;
+                        float *op = o_part + part * hd + 2 * t;
+#pragma unroll
+                        for (int nt = 0; nt < 4; nt++) {
+                            if (nt >= 2 && !has2) break;
+                            const int d = 16 * (pb + 4 * (nt >> 1)) + 8 * (nt & 1);
+                            *(float2 *)(op + d) = make_float2(o[mt][nt][2 * hh], o[mt][nt][2 * hh + 1]);
+                        }
+                    }
+                }
+            }
+            if (!FUSED && warp == 0 && t == 0) {
+#pragma unroll
+                for (int mt = 0; mt < TC_MT; mt++) {
+                    if (mt >= n_mt) break;
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++) {
+                        const int j = mt * 16 + g + 8 * hh;
+                        if (t0 >= tc_slot_T(j, n_slots, G, blk, p0, Tmax)) continue;
+                        const size_t part = ((size_t)(r0 + j / G) * a.n_heads + (size_t)kvh * G + j % G) * x.max_chunks + c;
+                        ml_part[2 * part] = fmaxf(fmaxf(red_m[0][j], red_m[1][j]), fmaxf(red_m[2][j], red_m[3][j]));
+                        ml_part[2 * part + 1] = __fadd_rn(__fadd_rn(red_l[0][j], red_l[1][j]), __fadd_rn(red_l[2][j], red_l[3][j]));
+                    }
+                }
+            }
+            __syncthreads(); /* the next chunk (or group) overwrites K/P, V, Q and the reductions */
+        }
+        if (FUSED && warp < (hd >> 4)) { /* out = bf16(o * (1 / L)), as the merge kernel */
+            const int pb = warp, has2 = pb + 4 < (hd >> 4);
+#pragma unroll
+            for (int mt = 0; mt < TC_MT; mt++) {
+                if (mt >= n_mt) break;
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const int j = mt * 16 + g + 8 * hh;
+                    if (j >= n_slots) continue;
+                    const float inv = 1.0f / L_run[mt][hh];
+                    uint16_t *op = a.out + (size_t)(r0 + j / G) * a.ldo + (size_t)(kvh * G + j % G) * hd + 2 * t;
+#pragma unroll
+                    for (int nt = 0; nt < 4; nt++) {
+                        if (nt >= 2 && !has2) break;
+                        const int d = 16 * (pb + 4 * (nt >> 1)) + 8 * (nt & 1);
+                        op[d] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh], inv));
+                        op[d + 1] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh + 1], inv));
+                    }
+                }
+            }
+        }
+    }
+}
+
+static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_kernel(const flint_cuda_attn a, const tc_args x) {
+    attn_tc_body(a, x, 0);
+}
+static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_fused_kernel(const flint_cuda_attn a, const tc_args x) {
+    attn_tc_body(a, x, 1);
+}
+
+/* Dynamic shared memory of attn_tc_kernel for nq query slots. */
+static size_t tc_smem_bytes(int hd, int blk, int nq) {
+    const size_t kst = (size_t)hd + 8, kv = (size_t)ATTN_CHUNK * kst * 2 * (blk ? 2 : 1);
+    const size_t p = (size_t)2 * nq * TC_PST * 2, q = (size_t)2 * nq * kst * 2;
+    return (kv > p ? kv : p) + kv + q;
+}
+
+/* ==== Fallback path: CUDA cores ====
+ * One block per (chunk c, KV head, row): the G = n_heads / n_kv_heads query heads of the KV head
+ * share each K/V read. Thread t scores position t of the chunk (a dot in dimension order with
+ * fmaf, then * scale); warp g takes the max and the exp-sum of head g's scores (lane-strided
+ * partial sums, then a butterfly); thread d sums p_t * v_t[d] over the chunk in position order.
+ * The partial (m, l, o) goes to scratch in the fast path's layout, for the same merge. */
+
+/* acc[g] += q_g . k in dimension order; q_s holds the G heads, hd floats each. */
+static __device__ __forceinline__ void dot_k_bf16(float acc[ATTN_G], const float *q_s, const uint16_t *k, int hd,
+                                                  int G) {
+    if ((hd & 7) == 0) { /* the slot starts on 16 bytes: one load per 8 elements */
+        for (int d = 0; d < hd; d += 8) {
+            float kv[8];
+            unpack8(kv, *(const uint4 *)(k + d));
+#pragma unroll
+            for (int g = 0; g < ATTN_G; g++) {
+                if (g >= G) break;
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[g] = fmaf(q_s[g * hd + d + e], kv[e], acc[g]);
+            }
+        }
+    } else {
+        for (int d = 0; d < hd; d++) {
+            const float kv = bf2f(k[d]);
+#pragma unroll
+            for (int g = 0; g < ATTN_G; g++) {
+                if (g >= G) break;
+                acc[g] = fmaf(q_s[g * hd + d], kv, acc[g]);
+            }
+        }
+    }
+}
+
+static __device__ __forceinline__ void dot_k_f32(float acc[ATTN_G], const float *q_s, const float *k, int hd, int G) {
+    for (int d = 0; d < hd; d++) {
+        const float kv = k[d];
+#pragma unroll
+        for (int g = 0; g < ATTN_G; g++) {
+            if (g >= G) break;
+            acc[g] = fmaf(q_s[g * hd + d], kv, acc[g]);
+        }
+    }
+}
+
+static __global__ void __launch_bounds__(ATTN_THREADS) attn_chunk_kernel(const flint_cuda_attn a, int max_chunks, float scale) {
+    __shared__ float q_s[ATTN_G * FLINT_CUDA_ATTN_MAX_HEAD_DIM];
+    __shared__ float p_s[ATTN_G * ATTN_CHUNK];
+    __shared__ float m_s[ATTN_G], l_s[ATTN_G];
+    const int c = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int n_cache, blk0;
+    const int T = attn_span(a.blk_rows, a.pos, r, &n_cache, &blk0);
+    const int t0 = c * ATTN_CHUNK;
+    if (t0 >= T) return; /* the whole block: this row has fewer chunks */
+    const int len = min(ATTN_CHUNK, T - t0);
+    const int hd = a.head_dim, G = a.n_heads / a.n_kv_heads, bs = a.block_size;
+    const size_t slot = (size_t)a.n_kv_heads * hd; /* elements per cache position */
+    const int32_t *bt = a.block_tables + (size_t)a.row_seq[r] * a.bt_stride;
+
+    const float *q = a.q + (size_t)r * a.ldq + (size_t)kvh * G * hd; /* heads kvh*G .. kvh*G+G-1 */
+    for (int i = tid; i < G * hd; i += ATTN_THREADS) q_s[i] = q[i];
+    __syncthreads();
+
+    for (int t = tid; t < len; t += ATTN_THREADS) {
+        const int pa = t0 + t;
+        float acc[ATTN_G];
+#pragma unroll
+        for (int g = 0; g < ATTN_G; g++) acc[g] = 0.0f;
+        if (pa < n_cache)
+            dot_k_bf16(acc, q_s, a.k_cache + ((size_t)bt[pa / bs] * bs + pa % bs) * slot + (size_t)kvh * hd, hd, G);
+        else
+            dot_k_f32(acc, q_s, a.blk_k + (size_t)(blk0 + pa - n_cache) * a.ld_blk + (size_t)kvh * hd, hd, G);
+#pragma unroll
+        for (int g = 0; g < ATTN_G; g++) {
+            if (g >= G) break;
+            p_s[g * ATTN_CHUNK + t] = __fmul_rn(acc[g], scale);
+        }
+    }
+    __syncthreads();
+
+    for (int g = warp; g < G; g += ATTN_THREADS / 32) {
+        float *p = p_s + g * ATTN_CHUNK;
+        float m = -INFINITY;
+        for (int t = lane; t < len; t += 32) m = fmaxf(m, p[t]);
+        m = warp_max(m);
+        float l = 0.0f;
+        for (int t = lane; t < len; t += 32) {
+            const float e = expf(__fsub_rn(p[t], m));
+            p[t] = e;
+            l = __fadd_rn(l, e);
+        }
+        l = warp_sum(l);
+        if (lane == 0) {
+            m_s[g] = m;
+            l_s[g] = l;
+        }
+    }
+    __syncthreads();
+
+    const size_t part0 = ((size_t)r * a.n_heads + (size_t)kvh * G) * max_chunks + c; /* head kvh*G, chunk c */
+    float *o_part = a.scratch, *ml_part = a.scratch + (size_t)a.n_rows * a.n_heads * max_chunks * hd;
+    for (int d = tid; d < hd; d += ATTN_THREADS) {
+        float acc[ATTN_G];
+#pragma unroll
+        for (int g = 0; g < ATTN_G; g++) acc[g] = 0.0f;
+#pragma unroll 4
+        for (int t = 0; t < len; t++) {
+            const int pa = t0 + t;
+            const float v = pa < n_cache
+                                ? bf2f(a.v_cache[((size_t)bt[pa / bs] * bs + pa % bs) * slot + (size_t)kvh * hd + d])
+                                : a.blk_v[(size_t)(blk0 + pa - n_cache) * a.ld_blk + (size_t)kvh * hd + d];
+#pragma unroll
+            for (int g = 0; g < ATTN_G; g++) {
+                if (g >= G) break;
+                acc[g] = fmaf(p_s[g * ATTN_CHUNK + t], v, acc[g]);
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < ATTN_G; g++) {
+            if (g >= G) break;
+            o_part[(part0 + (size_t)g * max_chunks) * hd + d] = acc[g];
+        }
+    }
+    if (tid < G) {
+        ml_part[2 * (part0 + (size_t)tid * max_chunks)] = m_s[tid];
+        ml_part[2 * (part0 + (size_t)tid * max_chunks) + 1] = l_s[tid];
+    }
+}
+
+/* ==== Merge: one block per (KV head, row), the G heads of the KV head ====
+ * Per head, over the chunks c = 0, 1, .. in order, from M = -inf, L = 0, A[d] = 0:
+ *   M' = max(M, m_c), a = e^(M - M'), b = e^(m_c - M'),
+ *   L = fmaf(l_c, b, L * a), A[d] = fmaf(o_c[d], b, A[d] * a), M = M';
+ * then out = bf16(A * (1 / L)). The fused tensor-core kernel runs the same steps on the same
+ * values in registers, so a row merged there has the bits of a row merged here. M' is a prefix
+ * max (exact in any order): a warp scans 32 chunks at a time and puts a, b in shared memory; one
+ * lane chains L; every thread chains A of its outputs. */
+#define MERGE_OUT (ATTN_G * FLINT_CUDA_ATTN_MAX_HEAD_DIM / ATTN_THREADS) /* outputs per thread, at most */
+
+static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const flint_cuda_attn a, int max_chunks) {
+    __shared__ float al_s[ATTN_G][32], be_s[ATTN_G][32];
+    __shared__ float M_s[ATTN_G], L_s[ATTN_G];
+    const int kvh = blockIdx.x, r = blockIdx.y, hd = a.head_dim, G = a.n_heads / a.n_kv_heads;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int n_cache, blk0;
+    const int T = attn_span(a.blk_rows, a.pos, r, &n_cache, &blk0);
+    const int nch = (T + ATTN_CHUNK - 1) / ATTN_CHUNK;
+    if (nch > max_chunks) __trap(); /* max_ctx was below this row's context: a caller bug */
+    const size_t base = ((size_t)r * a.n_heads + (size_t)kvh * G) * max_chunks; /* head kvh*G, chunk 0 */
+    const float *o = a.scratch, *ml = a.scratch + (size_t)a.n_rows * a.n_heads * max_chunks * hd;
+    if (tid < G) M_s[tid] = -INFINITY, L_s[tid] = 0.0f;
+    __syncthreads();
+
+    const int n_out = G * hd; /* output i: head i / hd, dim i % hd */
+    float acc[MERGE_OUT];
+#pragma unroll
+    for (int k = 0; k < MERGE_OUT; k++) acc[k] = 0.0f;
+    for (int c0 = 0; c0 < nch; c0 += 32) {
+        const int n = min(32, nch - c0);
+        for (int gh = warp; gh < G; gh += ATTN_THREADS / 32) {
+            const float *mlc = ml + 2 * (base + (size_t)gh * max_chunks + c0);
+            const float m = lane < n ? mlc[2 * lane] : -INFINITY, carry = M_s[gh];
+            float pm = m; /* inclusive prefix max over lanes, then with the previous tiles' */
+#pragma unroll
+            for (int k = 1; k < 32; k <<= 1) {
+                const float y = __shfl_up_sync(0xffffffffu, pm, k);
+                if (lane >= k) pm = fmaxf(pm, y);
+            }
+            pm = fmaxf(pm, carry);
+            float prev = __shfl_up_sync(0xffffffffu, pm, 1);
+            if (lane == 0) prev = carry;
+            if (lane < n) {
+                al_s[gh][lane] = expf(__fsub_rn(prev, pm));
+                be_s[gh][lane] = expf(__fsub_rn(m, pm));
+            }
+            const float last = __shfl_sync(0xffffffffu, pm, n - 1);
+            __syncwarp();
+            if (lane == 0) {
+                float L = L_s[gh];
+                for (int c = 0; c < n; c++) L = fmaf(mlc[2 * c + 1], be_s[gh][c], __fmul_rn(L, al_s[gh][c]));
+                L_s[gh] = L;
+                M_s[gh] = last;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < MERGE_OUT; k++) {
+            const int i = tid + k * ATTN_THREADS;
+            if (i >= n_out) break;
+            const int gh = i / hd, d = i - gh * hd;
+            const float *op = o + (base + (size_t)gh * max_chunks + c0) * hd + d;
+            float s = acc[k];
+            for (int c = 0; c < n; c++) s = fmaf(op[(size_t)c * hd], be_s[gh][c], __fmul_rn(s, al_s[gh][c]));
+            acc[k] = s;
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int k = 0; k < MERGE_OUT; k++) {
+        const int i = tid + k * ATTN_THREADS;
+        if (i >= n_out) break;
+        const int gh = i / hd, d = i - gh * hd;
+        const float inv = 1.0f / L_s[gh];
+        a.out[(size_t)r * a.ldo + (size_t)(kvh * G + gh) * hd + d] = f2bf(__fmul_rn(acc[k], inv));
+    }
+}
+
+/* ==== Launcher ==== */
+
+size_t flint_cuda_attn_scratch_floats(int n_rows, int n_heads, int head_dim, int max_ctx) {
+    size_t chunks = ((size_t)max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK;
+    return (size_t)n_rows * n_heads * chunks * ((size_t)head_dim + 2);
+}
+
+#define ATTN_MAX_DEVICES 64
+
+/* Multiprocessors of the current device, and the dynamic shared memory attn_tc_kernel may use
+ * there (raised on demand); cached per device (a benign race: every writer writes the same). */
+static int attn_device(int *n_sm) {
+    static int sm_count[ATTN_MAX_DEVICES];
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    FLINT_ASSERT(dev >= 0 && dev < ATTN_MAX_DEVICES);
+    if (!sm_count[dev]) {
+        int v = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+        sm_count[dev] = v > 0 ? v : 1;
+    }
+    *n_sm = sm_count[dev];
+    return dev;
+}
+
+/* Once per device: allow up to TC_SMEM_LIMIT of dynamic shared memory, and ask for the largest
+ * shared-memory carveout so that two CTAs of ~109 KB (head_dim 128) fit on a multiprocessor. */
+static void attn_tc_allow_smem(int dev) {
+    static int done[ATTN_MAX_DEVICES];
+    if (done[dev]) return;
+    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_LIMIT));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_LIMIT));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_fused_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    done[dev] = 1;
+}
+
+void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
+    FLINT_ASSERT(a->n_rows >= 0 && a->n_rows <= 65535);
+    FLINT_ASSERT(a->n_kv_heads > 0 && a->n_heads % a->n_kv_heads == 0 && a->n_heads / a->n_kv_heads <= ATTN_G);
+    FLINT_ASSERT(a->n_kv_heads <= 65535 && a->n_heads <= 65535);
+    FLINT_ASSERT(a->head_dim > 0 && a->head_dim % 2 == 0 && a->head_dim <= FLINT_CUDA_ATTN_MAX_HEAD_DIM);
+    FLINT_ASSERT(a->block_size > 0 && a->bt_stride > 0 && a->max_ctx > 0 && a->blk_rows >= 0);
+    FLINT_ASSERT(a->ldq >= a->n_heads * a->head_dim && a->ldo >= a->n_heads * a->head_dim);
+    FLINT_ASSERT(a->q && a->out && a->k_cache && a->v_cache && a->block_tables && a->row_seq && a->pos && a->scratch);
+    if (a->head_dim % 8 == 0) /* K and V are read 16 bytes at a time */
+        FLINT_ASSERT((uintptr_t)a->k_cache % 16 == 0 && (uintptr_t)a->v_cache % 16 == 0);
+    if (a->blk_rows > 0)
+        FLINT_ASSERT(a->n_rows % a->blk_rows == 0 && a->blk_k && a->blk_v && a->ld_blk >= a->n_kv_heads * a->head_dim);
+    if (a->n_rows == 0) return;
+    const int max_chunks = (a->max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK;
+    const float scale = (float)(1.0 / sqrt((double)a->head_dim)); /* as the CPU forward */
+    const int G = a->n_heads / a->n_kv_heads, blk = a->blk_rows > 0;
+    /* The path depends on the shape and the mode only (never on n_rows), so a row takes the same
+     * path alone or in any batch. */
+    const int fast = a->head_dim % 16 == 0 && tc_smem_bytes(a->head_dim, blk, TC_NQ) <= TC_SMEM_LIMIT;
+    int fused = 0;
+    if (fast) {
+        tc_args x;
+        x.max_chunks = max_chunks;
+        x.scale = scale;
+        x.r_max = TC_NQ / G;
+        x.u = x.r_max / 2;
+        const int group_rows = blk ? (a->blk_rows < x.r_max ? a->blk_rows : x.r_max)
+                                   : (a->n_rows < 2 * x.u - 1 ? a->n_rows : 2 * x.u - 1);
+        x.nq = (group_rows * G + 15) / 16 * 16;
+        x.q_vec = (uintptr_t)a->q % 16 == 0 && a->ldq % 4 == 0;
+        int n_sm = 1;
+        const int dev = attn_device(&n_sm);
+        /* Splits. With at least ~1.5 CTAs per multiprocessor without splitting (2 fit at
+         * head_dim 128), one split: each CTA takes all chunks of its groups and merges them
+         * itself (fused, head_dim <= 128), no partials. Otherwise about 4 CTAs per
+         * multiprocessor in all, never more splits than chunks, evened out so that each split gets
+         * the same number of a max_ctx row's chunks (32 chunks over 9 splits would leave some
+         * with 4, some with 3). The arithmetic is the same either way. */
+        const int windows = (a->n_rows + TC_WIN - 1) / TC_WIN;
+        const long per_split = (long)a->n_kv_heads * windows, target = 4L * n_sm;
+        long ns = (target + per_split - 1) / per_split;
+        if (2 * per_split >= 3L * n_sm) ns = 1;
+        if (ns > max_chunks) ns = max_chunks;
+        if (ns < 1) ns = 1;
+        const long per_cta = (max_chunks + ns - 1) / ns;
+        x.ns = (int)((max_chunks + per_cta - 1) / per_cta);
+        fused = x.ns == 1 && a->head_dim <= 128;
+        const size_t smem = tc_smem_bytes(a->head_dim, blk, x.nq);
+        attn_tc_allow_smem(dev);
+        if (fused)
+            attn_tc_fused_kernel<<<dim3(1, a->n_kv_heads, windows), ATTN_THREADS, smem, s>>>(*a, x);
+        else
+            attn_tc_kernel<<<dim3((unsigned)x.ns, a->n_kv_heads, windows), ATTN_THREADS, smem, s>>>(*a, x);
+    } else {
+        attn_chunk_kernel<<<dim3(max_chunks, a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s>>>(*a, max_chunks, scale);
+    }
+    CUDA_CHECK(cudaGetLastError());
+    if (fused) return;
+    attn_merge_kernel<<<dim3(a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s>>>(*a, max_chunks);
+    CUDA_CHECK(cudaGetLastError());
+}

@@ -1,0 +1,77 @@
+/* Device helpers shared by the CUDA kernel files of target/ (ops_cuda.cu, attn_cuda.cu): the
+ * launch check, bf16 conversions that round exactly as the host's, 16-byte unpacking and warp
+ * reductions. Private to the .cu files; C code includes ops_cuda.h only. */
+#ifndef FLINT_TARGET_CUDA_COMMON_CUH
+#define FLINT_TARGET_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/status.h"       /* FLINT_ASSERT */
+#include "target/ops_cuda.h"   /* the launchers, flint_cuda_attn */
+
+#define CUDA_CHECK(expr)                                                                            \
+    do {                                                                                            \
+        cudaError_t e_ = (expr);                                                                    \
+        if (e_ != cudaSuccess) cuda_fail(#expr, e_, __FILE__, __LINE__);                            \
+    } while (0)
+
+static inline void cuda_fail(const char *expr, cudaError_t e, const char *file, int line) {
+    fprintf(stderr, "flint: CUDA error: %s: %s (%s) at %s:%d\n", expr, cudaGetErrorString(e), cudaGetErrorName(e),
+            file, line);
+    fflush(stderr);
+    abort();
+}
+
+/* ==== bf16 and warp helpers ==== */
+
+static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* Round to nearest even, as flint_bf16_from_f32 on the host. */
+static __device__ __forceinline__ uint16_t f2bf(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* 8 bf16 packed in 16 bytes, element 2i in the low half of word i (little endian). */
+static __device__ __forceinline__ void unpack8(float v[8], uint4 u) {
+    v[0] = __uint_as_float(u.x << 16);
+    v[1] = __uint_as_float(u.x & 0xffff0000u);
+    v[2] = __uint_as_float(u.y << 16);
+    v[3] = __uint_as_float(u.y & 0xffff0000u);
+    v[4] = __uint_as_float(u.z << 16);
+    v[5] = __uint_as_float(u.z & 0xffff0000u);
+    v[6] = __uint_as_float(u.w << 16);
+    v[7] = __uint_as_float(u.w & 0xffff0000u);
+}
+
+/* Elements k..k+7 of a bf16 row of length K as floats, zeros past K. vec: the row and k are
+ * 16-byte aligned, so a full chunk is one load. Both paths give the same values. */
+static __device__ __forceinline__ void load8(float v[8], const uint16_t *row, int k, int K, int vec) {
+    if (vec && k + 8 <= K) {
+        unpack8(v, __ldg((const uint4 *)(row + k)));
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = k + e < K ? bf2f(row[k + e]) : 0.0f;
+    }
+}
+
+/* xor butterfly: every lane ends with the same value (a + b == b + a exactly). */
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+#endif

@@ -1,0 +1,798 @@
+/* The tensor-core GEMM of the forward (ops_cuda.h: flint_cuda_gemm_tc, _split, the lab hooks):
+ * every tiling shares one batch-invariant order fixed by K (below), so a row gives the same bits
+ * whatever M, and a tensor-parallel rank computes the unsharded quarters of its columns. Split
+ * from ops_cuda.cu so the GEMM kernels can evolve on their own (lab: tests/kernels). Three
+ * paths: registers (tc: operands straight from global memory, M <= 64), a cp.async ring per warp
+ * (tca), and block tiles in shared memory with a cluster per output tile (tcb, M in the hundreds). */
+#include "target/cuda_common.cuh"
+
+/* ==== Tensor-core GEMM: y (+)= x W^T with mma.sync m16n8k16 bf16 -> fp32 ====
+ * Operands swapped: W is the MMA's A (16 rows = 16 outputs n, row-major along k, as stored) and
+ * x the MMA's B (8 columns = 8 rows m of x, "col" = contiguous along k, as stored), so D is a
+ * 16 (n) x 8 (m) tile and small M pads only to 8.
+ * k inside an MMA is permuted, the same way for A and B (a dot product does not care which of
+ * its 16 slots a k sits in): for k32 block j, lane (g = lane / 4, t = lane % 4) loads 16 bytes,
+ * elements 32 j + 8 t .. + 7, of W rows n0 + g and n0 + g + 8 and of x row m0 + g; MMA 0 takes
+ * elements 0-3 of each (A regs {Wg.x, Wg8.x, Wg.y, Wg8.y}, B regs {x.x, x.y}), MMA 1 elements 4-7
+ * ({.z, .w}). In the PTX layouts that puts MMA slot 2t+e at k = 32j+8t+e and slot 8+2t+e at
+ * 32j+8t+2+e (e = 0, 1) for A and B alike. Every operand is one 16-byte load straight into
+ * registers: no shared memory, no ldmatrix.
+ * Order (depends on K only): the ceil(K / 32) k32 blocks are cut into TC_KW = 4 contiguous
+ * quarters of nq = ceil(nJ / 4) blocks; warp kw (0..3) of an n tile takes quarter kw,
+ * blocks kw * nq .. min(nJ, (kw + 1) * nq) - 1 in increasing order, two MMAs each into one fp32
+ * accumulator per output; the warps' partials are then added as (p0 + p1) + (p2 + p3). K past the
+ * end reads zeros. Contiguous quarters (not blocks dealt round-robin) keep each warp's weight
+ * reads streaming through consecutive bytes of its 16 rows, which the memory system rewards.
+ * A tensor-parallel rank holding 1/2 or 1/4 of K (contiguous, aligned to the quarters) asks for
+ * n_split = 2 or 1 parts: it then computes exactly the unsharded quarters of its columns and
+ * their sum (p0 + p1, or p0), which the ranks' ordered combine completes to the unsharded bits.
+ * MT (m tiles of 8 rows per warp), NT (n tiles per block), U (k32 blocks per loop step, loaded
+ * one step ahead), PX (x loaded one step ahead too) and the grid are picked from M for speed;
+ * none changes an output's sequence of operations, and an MMA output element depends only on
+ * its own row of A and column of B, so rows are bit-identical alone or in any batch. */
+#define TC_KW 4      /* warps splitting K, per n tile of 16 */
+#define TC_MAX_MT 8  /* m tiles of 8 rows per warp */
+#define TC_MAX_U 8   /* k32 blocks per loop step */
+
+static __device__ __forceinline__ void mma_bf16_16816(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                      uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* bf16 elements k..k+7 of a row, packed as in memory (element k in the low half of .x); zeros
+ * past K or for a row outside the matrix (ok = 0; the row pointer is then not touched). vec: the
+ * row and k are 16-byte aligned and K % 8 == 0, so k < K means the whole chunk is inside. */
+static __device__ __forceinline__ uint4 tc_load8(const uint16_t *row, int ok, int k, int K, int vec) {
+    if (!ok || k >= K) return make_uint4(0u, 0u, 0u, 0u);
+    if (vec) return __ldg((const uint4 *)(row + k));
+    uint32_t v[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const uint32_t lo = k + 2 * e < K ? row[k + 2 * e] : 0u, hi = k + 2 * e + 1 < K ? row[k + 2 * e + 1] : 0u;
+        v[e] = lo | hi << 16;
+    }
+    return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+/* Weights are read once per launch: stream them past L1 (evict-first) so x stays cached. */
+static __device__ __forceinline__ uint4 tc_load8_w(const uint16_t *row, int ok, int k, int K, int vec) {
+    if (!ok || k >= K) return make_uint4(0u, 0u, 0u, 0u);
+    if (vec) return __ldcs((const uint4 *)(row + k));
+    return tc_load8(row, ok, k, K, vec);
+}
+
+/* The same lane of the 4 K warps holds the same outputs: (p0 + p1) + (p2 + p3), through red. */
+static __device__ __forceinline__ void gemm_tc_epilogue(float *red, float acc[TC_MAX_MT][4], float *y, int ldy, int M,
+                                                        int N, int accumulate, const int MT, int m0, int n0, int nt,
+                                                        int kw, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    if (kw > 0) {
+#pragma unroll
+        for (int mt = 0; mt < TC_MAX_MT; mt++) {
+            if (mt >= MT) break;
+#pragma unroll
+            for (int i = 0; i < 4; i++) red[((nt * (TC_KW - 1) + kw - 1) * MT * 4 + mt * 4 + i) * 32 + lane] = acc[mt][i];
+        }
+    }
+    __syncthreads();
+    if (kw == 0) {
+#pragma unroll
+        for (int mt = 0; mt < TC_MAX_MT; mt++) {
+            if (mt >= MT) break;
+#pragma unroll
+            for (int i = 0; i < 4; i++) { /* D fragment: c0, c1 row (n) g, cols (m) 2t, 2t+1; c2, c3 row g + 8 */
+                const int m = m0 + mt * 8 + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
+                const float *p = red + (nt * (TC_KW - 1) * MT * 4 + mt * 4 + i) * 32 + lane; /* p1, p2, p3 */
+                const float s = __fadd_rn(__fadd_rn(acc[mt][i], p[0]), __fadd_rn(p[MT * 4 * 32], p[2 * MT * 4 * 32]));
+                if (m < M && n < N) {
+                    float *yp = y + (size_t)m * ldy + n;
+                    *yp = accumulate ? __fadd_rn(*yp, s) : s;
+                }
+            }
+        }
+    }
+}
+
+/* red: the K warps' partials, [NT][TC_KW - 1][MT * 4][32] floats (declared per kernel, sized to it). */
+static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ldy, const uint16_t *x, int ldx,
+                                                    const uint16_t *w, int M, int N, int K, int accumulate, int vec,
+                                                    int n_split, const int MT, const int NT, const int U,
+                                                    const int PX) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int kw = wid % TC_KW, nt = wid / TC_KW;
+    const int g = lane >> 2, t = lane & 3;
+    const int n0 = (blockIdx.y * NT + nt) * 16, m0 = blockIdx.x * MT * 8;
+    /* k32 blocks, per part; warps past n_split parts add nothing (their partial stays 0) */
+    const int nJ = (K + 31) / 32, nq = (nJ + n_split - 1) / n_split;
+    const int jb = kw * nq, je = kw < n_split ? min(nJ, jb + nq) : jb;
+    const int oka = n0 + g < N, okb = n0 + g + 8 < N;
+    const uint16_t *wa = oka ? w + (size_t)(n0 + g) * K : w, *wb = okb ? w + (size_t)(n0 + g + 8) * K : w;
+    const uint16_t *xr[TC_MAX_MT];
+    int okx[TC_MAX_MT];
+    float acc[TC_MAX_MT][4];
+#pragma unroll
+    for (int mt = 0; mt < TC_MAX_MT; mt++) {
+        const int r = m0 + mt * 8 + g;
+        okx[mt] = mt < MT && r < M;
+        xr[mt] = okx[mt] ? x + (size_t)r * ldx : x;
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[mt][i] = 0.0f;
+    }
+
+    /* The current step's W rows g and g + 8 (and x when PX); blocks past the quarter load nothing. */
+    uint4 ca[TC_MAX_U], cb[TC_MAX_U], cx[TC_MAX_U][TC_MAX_MT];
+#pragma unroll
+    for (int u = 0; u < TC_MAX_U; u++) {
+        if (u >= U) break;
+        const int j = jb + u, k = 32 * j + 8 * t, in = j < je;
+        ca[u] = tc_load8_w(wa, oka && in, k, K, vec);
+        cb[u] = tc_load8_w(wb, okb && in, k, K, vec);
+        if (PX) {
+#pragma unroll
+            for (int mt = 0; mt < TC_MAX_MT; mt++)
+                if (mt < MT) cx[u][mt] = tc_load8(xr[mt], okx[mt] && in, k, K, vec);
+        }
+    }
+    for (int j0 = jb; j0 < je; j0 += U) {
+        uint4 na[TC_MAX_U], nb[TC_MAX_U], nx[TC_MAX_U][TC_MAX_MT]; /* the next step, in flight during this one */
+#pragma unroll
+        for (int u = 0; u < TC_MAX_U; u++) {
+            if (u >= U) break;
+            const int j = j0 + U + u, k = 32 * j + 8 * t, in = j < je;
+            na[u] = tc_load8_w(wa, oka && in, k, K, vec);
+            nb[u] = tc_load8_w(wb, okb && in, k, K, vec);
+            if (PX) {
+#pragma unroll
+                for (int mt = 0; mt < TC_MAX_MT; mt++)
+                    if (mt < MT) nx[u][mt] = tc_load8(xr[mt], okx[mt] && in, k, K, vec);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < TC_MAX_U; u++) {
+            if (u >= U) break;
+            const int j = j0 + u;
+            if (j < je) { /* warp-uniform */
+                const int k = 32 * j + 8 * t;
+                uint4 xv[TC_MAX_MT];
+#pragma unroll
+                for (int mt = 0; mt < TC_MAX_MT; mt++)
+                    if (mt < MT) xv[mt] = PX ? cx[u][mt] : tc_load8(xr[mt], okx[mt], k, K, vec);
+#pragma unroll
+                for (int mt = 0; mt < TC_MAX_MT; mt++) {
+                    if (mt >= MT) break;
+                    mma_bf16_16816(acc[mt], ca[u].x, cb[u].x, ca[u].y, cb[u].y, xv[mt].x, xv[mt].y);
+                    mma_bf16_16816(acc[mt], ca[u].z, cb[u].z, ca[u].w, cb[u].w, xv[mt].z, xv[mt].w);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < TC_MAX_U; u++) {
+            if (u >= U) break;
+            ca[u] = na[u];
+            cb[u] = nb[u];
+            if (PX) {
+#pragma unroll
+                for (int mt = 0; mt < TC_MAX_MT; mt++)
+                    if (mt < MT) cx[u][mt] = nx[u][mt];
+            }
+        }
+    }
+
+    gemm_tc_epilogue(red, acc, y, ldy, M, N, accumulate, MT, m0, n0, nt, kw, lane);
+}
+
+/* The same order through shared memory: each warp streams its quarter of its 16 weight rows
+ * with cp.async into a private ring of S stages (U k32 blocks of 16 rows each), S - 1 stages in
+ * flight while it multiplies the oldest. The copies read each row as 16 * U contiguous bytes per
+ * pair of rows in a warp instruction (the register path reads 64 bytes of 8 rows), and the bytes
+ * in flight do not cost registers. The fragments come out of shared memory exactly as the
+ * register path loads them (lane (g, t): 16 bytes at k = 32 j + 8 t of rows g and g + 8), so
+ * every MMA sees the same operands in the same order. Needs the vector case (K % 8 == 0, 16-byte
+ * aligned rows). Rows of a stage are padded by 16 bytes: the 8 rows a fragment load touches
+ * then start in different banks. */
+#define TCA_PAD 16
+static __device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(bytes));
+}
+static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+static __device__ __forceinline__ void cp_async_wait(const int n) {
+    if (n <= 0) asm volatile("cp.async.wait_group 0;\n" ::);
+    else if (n == 1) asm volatile("cp.async.wait_group 1;\n" ::);
+    else if (n == 2) asm volatile("cp.async.wait_group 2;\n" ::);
+    else if (n == 3) asm volatile("cp.async.wait_group 3;\n" ::);
+    else if (n == 4) asm volatile("cp.async.wait_group 4;\n" ::);
+    else if (n == 5) asm volatile("cp.async.wait_group 5;\n" ::);
+    else asm volatile("cp.async.wait_group 0;\n" ::); /* deeper rings: wait for all (correct, slower) */
+}
+
+static __device__ __forceinline__ void gemm_tca_body(float *red, unsigned char *ring, float *y, int ldy,
+                                                     const uint16_t *x, int ldx, const uint16_t *w, int M, int N,
+                                                     int K, int accumulate, int n_split, const int MT, const int S,
+                                                     const int U) {
+    const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5; /* one n tile per block */
+    const int g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.y * 16, m0 = blockIdx.x * MT * 8;
+    const int nJ = (K + 31) / 32, nq = (nJ + n_split - 1) / n_split;
+    const int jb = kw * nq, je = kw < n_split ? min(nJ, jb + nq) : jb;
+    const int row_bytes = U * 64 + TCA_PAD, stage_bytes = 16 * row_bytes;
+    unsigned char *mine = ring + (size_t)kw * S * stage_bytes;
+    const uint32_t mine_s = (uint32_t)__cvta_generic_to_shared(mine);
+    const uint16_t *xr[TC_MAX_MT];
+    int okx[TC_MAX_MT];
+    float acc[TC_MAX_MT][4];
+#pragma unroll
+    for (int mt = 0; mt < TC_MAX_MT; mt++) {
+        const int r = m0 + mt * 8 + g;
+        okx[mt] = mt < MT && r < M;
+        xr[mt] = okx[mt] ? x + (size_t)r * ldx : x;
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[mt][i] = 0.0f;
+    }
+    /* chunk c = i * 32 + lane of a stage: row c / (4 U), 16-byte column c % (4 U) */
+    const int cpr = 4 * U, per_lane = 16 * cpr / 32;
+    const int n_steps = (je - jb + U - 1) / U;
+    for (int st = 0; st < S - 1; st++) {
+        const int j0 = jb + st * U;
+        for (int i = 0; i < per_lane; i++) {
+            const int c = i * 32 + lane, row = c / cpr, col = c % cpr;
+            const int j = j0 + col / 4, ok = n0 + row < N && j < je && 32 * j0 + 8 * col < K;
+            const uint16_t *src = ok ? w + (size_t)(n0 + row) * K + 32 * j0 + 8 * col : w;
+            cp_async16(mine_s + st * stage_bytes + row * row_bytes + col * 16, src, ok ? 16 : 0);
+        }
+        cp_async_commit();
+    }
+    for (int it = 0; it < n_steps; it++) {
+        { /* the stage S - 1 steps ahead (an empty group past the end keeps the count) */
+            const int ahead = it + S - 1, j0 = jb + ahead * U, slot = ahead % S;
+            if (j0 < je)
+                for (int i = 0; i < per_lane; i++) {
+                    const int c = i * 32 + lane, row = c / cpr, col = c % cpr;
+                    const int j = j0 + col / 4, ok = n0 + row < N && j < je && 32 * j0 + 8 * col < K;
+                    const uint16_t *src = ok ? w + (size_t)(n0 + row) * K + 32 * j0 + 8 * col : w;
+                    cp_async16(mine_s + slot * stage_bytes + row * row_bytes + col * 16, src, ok ? 16 : 0);
+                }
+            cp_async_commit();
+        }
+        cp_async_wait(S - 1);
+        __syncwarp();
+        const unsigned char *stage = mine + (it % S) * stage_bytes;
+        const int j0 = jb + it * U;
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            if (u >= U) break;
+            const int j = j0 + u;
+            if (j < je) { /* warp-uniform */
+                const int k = 32 * j + 8 * t;
+                const uint4 a = *(const uint4 *)(stage + g * row_bytes + u * 64 + t * 16);
+                const uint4 b = *(const uint4 *)(stage + (g + 8) * row_bytes + u * 64 + t * 16);
+                uint4 xv[TC_MAX_MT];
+#pragma unroll
+                for (int mt = 0; mt < TC_MAX_MT; mt++)
+                    if (mt < MT) xv[mt] = tc_load8(xr[mt], okx[mt], k, K, 1);
+#pragma unroll
+                for (int mt = 0; mt < TC_MAX_MT; mt++) {
+                    if (mt >= MT) break;
+                    mma_bf16_16816(acc[mt], a.x, b.x, a.y, b.y, xv[mt].x, xv[mt].y);
+                    mma_bf16_16816(acc[mt], a.z, b.z, a.w, b.w, xv[mt].z, xv[mt].w);
+                }
+            }
+        }
+        __syncwarp(); /* every lane is done with this slot before it is refilled */
+    }
+    cp_async_wait(0);
+    gemm_tc_epilogue(red, acc, y, ldy, M, N, accumulate, MT, m0, n0, 0, kw, lane);
+}
+
+#define GEMM_TCA_KERNEL(mt, st, u)                                                                               \
+    static __global__ void __launch_bounds__(TC_KW * 32)                                                       \
+        gemm_tca_m##mt##_s##st##_u##u##_kernel(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, \
+                                               int M, int N, int K, int accumulate, int vec, int n_split) {      \
+        extern __shared__ __align__(16) unsigned char ring[];                                                    \
+        __shared__ float red[(TC_KW - 1) * mt * 4 * 32];                                                         \
+        gemm_tca_body(red, ring, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, mt, st, u);                    \
+    }
+GEMM_TCA_KERNEL(1, 4, 4)
+GEMM_TCA_KERNEL(1, 3, 8)
+GEMM_TCA_KERNEL(1, 6, 2)
+GEMM_TCA_KERNEL(2, 4, 4)
+GEMM_TCA_KERNEL(4, 4, 4)
+GEMM_TCA_KERNEL(8, 4, 2)
+GEMM_TCA_KERNEL(8, 3, 4)
+
+/* ==== The block-tile path (tcb): compute-bound tiles for M in the hundreds ====
+ * The paths above give each 16 outputs their own 4 warps, so a W fragment feeds at most 8 m
+ * tiles and an x fragment one n tile, the operands coming (mostly) straight from global memory:
+ * ~140 TFLOP/s at M = 512. Here a block computes a BN (n) x BM (m) output tile (256 x 128,
+ * 128 x 128, ...) with WN x WM warps, each owning TN x TM MMA tiles (4 x 8: 64 n x 64 m, so a
+ * fragment load feeds 8 or 4 MMAs), from W and x tiles that an S-stage cp.async pipeline of U
+ * k32 blocks per stage puts in shared memory.
+ * Order: the same as the register path, operand for operand. Part p of K (of n_split) is
+ * computed by block p of a cluster of the n_split blocks of one output tile, so a block runs ONE
+ * chain per output: the k32 blocks j = jb .. je - 1 of part p (jb = p nq, je = min(nJ, jb + nq):
+ * warp kw = p's bounds in gemm_tc_body) in increasing order, MMA 0 (elements 0-3 of each lane's
+ * 16 bytes) then MMA 1 (elements 4-7) of block j, into one fp32 accumulator that starts at +0;
+ * blocks of a stage at or past je issue no MMA. Each MMA gets the register path's operands in
+ * the register path's slots: A = {Wg.x, Wg8.x, Wg.y, Wg8.y} (MMA 1: .z, .w), B = {xg.x, xg.y}
+ * (MMA 1: .z, .w), with Wg, Wg8, xg the 16 bytes at k = 32 j + 8 t of W rows g, g + 8 and of x
+ * row g of the MMA's tiles (lane g = lane / 4, t = lane % 4); the copies put zeros past K and
+ * for rows past N or M, as the register path's loads do. Issuing the MMAs of several outputs
+ * interleaved (MMA 0 of every tile of a block, then MMA 1) changes nothing: a D element depends
+ * only on its own accumulator, its W row and its x row. Then each block writes its partial to
+ * shared memory and, after a cluster barrier, block r reads rows r BM / n_split .. of all
+ * n_split partials through distributed shared memory and stores __fadd_rn(__fadd_rn(p0, p1),
+ * __fadd_rn(p2, p3)) (the parts past n_split are +0, as the register path's idle warps), or adds
+ * it to y with __fadd_rn(y, s): the register path's epilogue, element for element.
+ * Why a part per block: one set of accumulators in registers (128 floats for 64 x 64 per warp).
+ * The 4 parts in one block would need three sets live at once (s01, p2 and the running p3),
+ * i.e. half the tile per block (or a third of it, or shared memory for two sets); and n_split
+ * blocks per tile give M = 128..256 enough blocks too. The exchange costs BN BM 4 bytes per block
+ * through distributed shared memory, against K / n_split (BN + BM) 2 bytes copied in the loop.
+ * Shared memory: a stage holds the BN / 2 W row pairs (16 G + r, 16 G + r + 8) of the tile, then
+ * the BM / 2 x row pairs, pair P at P * 128 U bytes, block u at + 128 u, chunk t at + 32 t: 32
+ * bytes laid out as MMA 0's operands then MMA 1's, the two 16-byte halves swapped when r is odd
+ * (words are 2 bf16: word 4t + e holds elements 8t + 2e, 8t + 2e + 1 of the block). W: the A
+ * quad {row r word 4t, row r + 8 word 4t, row r word 4t + 1, row r + 8 word 4t + 1} (then words
+ * 4t + 2, 4t + 3), filled by 4-byte copies; x: {row r words 4t, 4t + 1, row r + 8 words 4t,
+ * 4t + 1}, the B pairs of m tiles 2 G and 2 G + 1 (then words 4t + 2, 4t + 3), by 8-byte copies.
+ * So every fragment is ONE 16-byte load landing in the MMA's register order (with whole-row
+ * 16-byte copies each A quad had to be assembled by register moves, ~2.5 per MMA in the SASS),
+ * and a half block (MMA h of every tile) is TN + TM / 2 loads, small enough to double-buffer:
+ * the next half's fragments load while this half's MMAs issue, across the stage barrier too.
+ * Banks: a 16-byte load's quarter warp (lanes 8q .. 8q + 7: g = 2q, 2q + 1, t = 0..3) reads
+ * pairs 2q and 2q + 1 at 32 t + 16 (h ^ (g & 1)): 32 banks; a copy instruction writes whole
+ * 128-byte pair blocks. The partial tile, [BM][BN + 4] floats over the stages, takes the
+ * fragment stores (n = g, m = 2 t (+1)) on 32 banks.
+ * Needs the vector case (K % 8 == 0, 16-byte aligned x and w, ldx % 8 == 0); the launcher falls
+ * back to a register-path variant otherwise. WN * WM must be 4 or 8 warps, TM even, U 1 or 2. */
+#define TCB_MAX_TN 4
+#define TCB_MAX_TM 8
+#define TCB_MAX_COPY 32 /* W (4-byte) or x (8-byte) copies per thread per k32 block */
+#define TCB_PADF 4      /* floats of padding per row of the partial tile */
+
+static __device__ __forceinline__ void cp_async4(uint32_t smem, const void *gmem, int bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem), "l"(gmem), "r"(bytes));
+}
+static __device__ __forceinline__ void cp_async8(uint32_t smem, const void *gmem, int bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem), "l"(gmem), "r"(bytes));
+}
+static __device__ __forceinline__ uint32_t cluster_rank(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+/* every thread of every block of the cluster; orders the shared-memory writes before it
+ * (release) before the reads after it (acquire), local and remote */
+static __device__ __forceinline__ void cluster_sync(void) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+/* the same barrier without the release: for the last one, where only "every remote read is done"
+ * matters (a thread arrives after the instructions that consumed its loads), this skips the fence
+ * that would wait for the y stores to reach L2 */
+static __device__ __forceinline__ void cluster_sync_relaxed(void) {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+/* 16 bytes at shared address a (of this block's layout) in block `rank` of the cluster */
+static __device__ __forceinline__ float4 ld_cluster_f4(uint32_t a, uint32_t rank) {
+    uint32_t ra;
+    float4 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" /* after the barrier: volatile */
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(ra));
+    return v;
+}
+
+/* A thread's copies, fixed for the whole K loop (per k32 block u of a stage):
+ * - W, 4 bytes: copy i is word wd = lane % 16 (elements 2 wd, 2 wd + 1 of the block) of row half
+ *   h = lane / 16 of pair r = warp + NW (i % (8 / NW)), G = i / (8 / NW): W row n0 + warp + 8 h + o
+ *   with o = 16 G + NW (i % (8 / NW));
+ * - x, 8 bytes: copy i is piece pc = lane % 8 (elements 4 pc .. 4 pc + 3) of row half
+ *   h = lane / 8 % 2 of pair 2 warp + lane / 16 + 2 NW i (r = that mod 8, constant): x row
+ *   m0 + 16 ((2 warp + lane / 16) / 8) + r + 8 h + o with o = 4 NW i.
+ * A copy out of range reads nothing (src-size 0) but still gets an address inside the matrix: row
+ * offset min(o, lim - 1), k min(k, K - 2 or K - 4). */
+typedef struct tcb_src {
+    const uint16_t *w, *x; /* row o = 0 of this thread's W and x copies (element 0; maybe past the end) */
+    int wlim, xlim;        /* a copy's row offset o is in range iff o < lim */
+    int wk, xk;            /* 2 wd, 4 pc */
+    uint32_t wdst, xdst;   /* shared offsets of copy 0 of block 0 in a stage */
+} tcb_src;
+
+/* One stage: k32 blocks j0 .. j0 + U - 1 into the stage at shared address dst. Zeros past N, M, K
+ * and for blocks at or past je (which are not multiplied anyway). */
+static __device__ __forceinline__ void tcb_load_stage(uint32_t dst, const tcb_src *c, int K, int ldx, int j0, int je,
+                                                      const int BN, const int BM, const int NW, const int U) {
+    const int RPW = 8 / NW;
+    int wlim = c->wlim, xlim = c->xlim;
+    /* opaque: the per-copy clamps are recomputed per stage (one min each), not hoisted out of the
+     * K loop into a register per copy (which pushes the kernel past 255 registers) */
+    asm volatile("" : "+r"(wlim), "+r"(xlim));
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        if (u >= U) break;
+        const int k = 32 * (j0 + u), in = j0 + u < je, wok = in && k + c->wk < K, xok = in && k + c->xk < K;
+        /* byte addresses: one wide multiply-add per copy */
+        const char *wk = (const char *)(c->w + min(k + c->wk, K - 2));
+        const char *xk = (const char *)(c->x + min(k + c->xk, K - 4));
+#pragma unroll
+        for (int i = 0; i < TCB_MAX_COPY; i++) {
+            if (i >= BN / 2 / NW) break;
+            const int rr = NW * (i % RPW), G = i / RPW, o = 16 * G + rr;
+            cp_async4(dst + c->wdst + (8 * G + rr) * 128 * U + 128 * u, wk + (ptrdiff_t)min(o, wlim - 1) * (2 * K),
+                      wok && o < wlim ? 4 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < TCB_MAX_COPY; i++) {
+            if (i >= BM / 4 / NW) break;
+            const int o = 4 * NW * i;
+            cp_async8(dst + BN * 64 * U + c->xdst + 2 * NW * i * 128 * U + 128 * u,
+                      xk + (ptrdiff_t)min(o, xlim - 1) * (2 * ldx), xok && o < xlim ? 8 : 0);
+        }
+    }
+}
+
+/* Half h (MMA h's operands) of block u of a stage: the A quads of the warp's TN n tiles and the
+ * B quads of its TM / 2 pairs of m tiles. a_off, b_off: the lane's pair, chunk and half-swap. */
+static __device__ __forceinline__ void tcb_load_half(uint4 a[TCB_MAX_TN], uint4 b[TCB_MAX_TM / 2],
+                                                     const unsigned char *stage, int a_off, int b_off, int u, int h,
+                                                     const int TN, const int TM, const int U) {
+#pragma unroll
+    for (int tn = 0; tn < TCB_MAX_TN; tn++) {
+        if (tn >= TN) break;
+        a[tn] = *(const uint4 *)(stage + (a_off ^ (16 * h)) + tn * 1024 * U + 128 * u);
+    }
+#pragma unroll
+    for (int tp = 0; tp < TCB_MAX_TM / 2; tp++) {
+        if (tp >= TM / 2) break;
+        b[tp] = *(const uint4 *)(stage + (b_off ^ (16 * h)) + tp * 1024 * U + 128 * u);
+    }
+}
+
+static __device__ __forceinline__ void tcb_mma_half(float acc[TCB_MAX_TN][TCB_MAX_TM][4], const uint4 a[TCB_MAX_TN],
+                                                    const uint4 b[TCB_MAX_TM / 2], const int TN, const int TM) {
+#pragma unroll
+    for (int tn = 0; tn < TCB_MAX_TN; tn++) {
+        if (tn >= TN) break;
+#pragma unroll
+        for (int tp = 0; tp < TCB_MAX_TM / 2; tp++) {
+            if (tp >= TM / 2) break;
+            mma_bf16_16816(acc[tn][2 * tp], a[tn].x, a[tn].y, a[tn].z, a[tn].w, b[tp].x, b[tp].y);
+            mma_bf16_16816(acc[tn][2 * tp + 1], a[tn].x, a[tn].y, a[tn].z, a[tn].w, b[tp].z, b[tp].w);
+        }
+    }
+}
+
+static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float *y, int ldy, const uint16_t *x,
+                                                     int ldx, const uint16_t *w, int M, int N, int K, int accumulate,
+                                                     const int WN, const int WM, const int TN, const int TM,
+                                                     const int S, const int U) {
+    const int NW = WN * WM, T = 32 * NW, BN = 16 * TN * WN, BM = 8 * TM * WM;
+    const int stage_bytes = (BN + BM) * 64 * U;
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int wn = wid % WN, wm = wid / WN;
+    const int n0 = blockIdx.y * BN, m0 = blockIdx.x * BM;
+    /* this block's part of K: the cluster is the n_split blocks (z) of one output tile */
+    const int part = (int)cluster_rank(), ns = gridDim.z;
+    const int nJ = (K + 31) / 32, nq = (nJ + ns - 1) / ns;
+    const int jb = part * nq, je = min(nJ, jb + nq);
+    const int n_st = je > jb ? (je - jb + U - 1) / U : 0;
+    const uint32_t tile_s = (uint32_t)__cvta_generic_to_shared(tile);
+    tcb_src src;
+    {
+        const int wh = lane >> 4, wd = lane & 15;
+        src.wk = 2 * wd;
+        src.wlim = N - n0 - wid - 8 * wh; /* min(o, lim - 1) keeps the row in 0 .. N - 1 */
+        src.w = w + (ptrdiff_t)(n0 + wid + 8 * wh) * K;
+        src.wdst = wid * 128 * U + 32 * (wd >> 2) + 4 * ((2 * (wd & 3) + wh) ^ ((wid & 1) << 2));
+        const int xp = 2 * wid + (lane >> 4), xr = xp & 7, xh = (lane >> 3) & 1, pc = lane & 7;
+        const int xrow = 16 * (xp >> 3) + xr + 8 * xh;
+        src.xk = 4 * pc;
+        src.xlim = M - m0 - xrow;
+        src.x = x + (ptrdiff_t)(m0 + xrow) * ldx;
+        src.xdst = xp * 128 * U + 32 * (pc >> 1) + 8 * ((2 * (pc & 1) + xh) ^ ((xr & 1) << 1));
+    }
+
+    float acc[TCB_MAX_TN][TCB_MAX_TM][4];
+#pragma unroll
+    for (int tn = 0; tn < TCB_MAX_TN; tn++)
+#pragma unroll
+        for (int tm = 0; tm < TCB_MAX_TM; tm++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[tn][tm][i] = 0.0f;
+
+    /* the lane's fragments in a stage: W pair 8 (wn TN + tn) + g, x pair 8 (wm TM / 2 + tp) + g,
+     * chunk t, MMA h's half at 16 (h ^ (g & 1)) */
+    const int a_off = (8 * wn * TN + g) * 128 * U + 32 * t + 16 * (g & 1);
+    const int b_off = BN * 64 * U + (8 * wm * (TM / 2) + g) * 128 * U + 32 * t + 16 * (g & 1);
+    uint4 fa[2][TCB_MAX_TN], fb[2][TCB_MAX_TM / 2]; /* fragments of the current and the next half block */
+
+    /* All S slots in flight at the start. Stage it + S goes into stage it's slot once every thread
+     * has loaded its last fragments of stage it (at the barrier before stage it + 1's first loads).
+     * A group is committed per stage (empty past the end): before the barrier into stage it + 1,
+     * S + it groups are committed, so wait_group(S - 2) means stages .. it + 1 have landed. */
+#pragma unroll 1
+    for (int st = 0; st < S; st++) {
+        if (st < n_st) tcb_load_stage(tile_s + st * stage_bytes, &src, K, ldx, jb + st * U, je, BN, BM, NW, U);
+        cp_async_commit();
+    }
+    cp_async_wait(S - 1);
+    __syncthreads();
+    if (n_st > 0) tcb_load_half(fa[0], fb[0], tile, a_off, b_off, 0, 0, TN, TM, U);
+    int slot = 0;
+#pragma unroll 1
+    for (int it = 0; it < n_st; it++) {
+        const int j0 = jb + it * U, next = slot + 1 == S ? 0 : slot + 1;
+        const unsigned char *stage = tile + slot * stage_bytes;
+#pragma unroll
+        for (int hs = 0; hs < 4; hs++) { /* half blocks in order: (u 0, MMA 0), (u 0, MMA 1), (u 1, MMA 0), .. */
+            if (hs >= 2 * U) break;
+            const int u = hs >> 1, nb = (hs + 1) & 1, cross = hs + 1 == 2 * U && it + 1 < n_st;
+            if (hs + 1 < 2 * U) {
+                if (j0 + ((hs + 1) >> 1) < je) /* block-uniform */
+                    tcb_load_half(fa[nb], fb[nb], stage, a_off, b_off, (hs + 1) >> 1, (hs + 1) & 1, TN, TM, U);
+            } else if (cross) { /* block-uniform */
+                cp_async_wait(S - 2);
+                __syncthreads(); /* stage it + 1 visible; every thread is past its loads of stage it */
+                tcb_load_half(fa[nb], fb[nb], tile + next * stage_bytes, a_off, b_off, 0, 0, TN, TM, U);
+            }
+            if (j0 + u < je) tcb_mma_half(acc, fa[hs & 1], fb[hs & 1], TN, TM); /* block-uniform */
+            if (cross) { /* refill stage it's slot while the MMAs run */
+                if (it + S < n_st)
+                    tcb_load_stage(tile_s + slot * stage_bytes, &src, K, ldx, jb + (it + S) * U, je, BN, BM, NW, U);
+                cp_async_commit();
+            }
+        }
+        slot = next;
+    }
+    cp_async_wait(0);
+    __syncthreads(); /* the stages are free: the partial tile goes over them */
+
+    /* this part's partial, [BM][LDR] floats; D fragment: c0, c1 at n = g, m = 2t, 2t + 1; c2, c3 at n = g + 8 */
+    const int LDR = BN + TCB_PADF;
+    float *red = (float *)tile;
+#pragma unroll
+    for (int tn = 0; tn < TCB_MAX_TN; tn++) {
+        if (tn >= TN) break;
+#pragma unroll
+        for (int tm = 0; tm < TCB_MAX_TM; tm++) {
+            if (tm >= TM) break;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int nl = wn * TN * 16 + tn * 16 + g + 8 * (i >> 1), ml = wm * TM * 8 + tm * 8 + 2 * t + (i & 1);
+                red[ml * LDR + nl] = acc[tn][tm][i];
+            }
+        }
+    }
+    cluster_sync();
+
+    /* block `part` combines rows part * BM / ns .. of the tile, 4 outputs per thread per step;
+     * the remote reads of 4 steps are issued before their sums are stored (latency) */
+    const int rows = BM / ns, G4 = BN / 4, steps = (rows * G4 + T - 1) / T;
+    const int vy = ((uintptr_t)y & 15) == 0 && (ldy & 3) == 0;
+#pragma unroll 1
+    for (int s0 = 0; s0 < steps; s0 += 4) {
+        float4 p[4][4];
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
+            const uint32_t a = tile_s + (uint32_t)(ml * LDR + nl) * 4;
+            const int need = s0 + b < steps && idx < rows * G4 && m0 + ml < M && n0 + nl < N;
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                p[b][q] = need && q < ns ? ld_cluster_f4(a, q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
+            const int m = m0 + ml, n = n0 + nl;
+            if (s0 + b >= steps || idx >= rows * G4 || m >= M || n >= N) continue;
+            const float4 *q = p[b];
+            const float s[4] = {__fadd_rn(__fadd_rn(q[0].x, q[1].x), __fadd_rn(q[2].x, q[3].x)),
+                                __fadd_rn(__fadd_rn(q[0].y, q[1].y), __fadd_rn(q[2].y, q[3].y)),
+                                __fadd_rn(__fadd_rn(q[0].z, q[1].z), __fadd_rn(q[2].z, q[3].z)),
+                                __fadd_rn(__fadd_rn(q[0].w, q[1].w), __fadd_rn(q[2].w, q[3].w))};
+            float *yp = y + (size_t)m * ldy + n;
+            if (vy && n + 3 < N) {
+                float4 o = make_float4(s[0], s[1], s[2], s[3]);
+                if (accumulate) {
+                    const float4 old = *(const float4 *)yp;
+                    o = make_float4(__fadd_rn(old.x, s[0]), __fadd_rn(old.y, s[1]), __fadd_rn(old.z, s[2]),
+                                    __fadd_rn(old.w, s[3]));
+                }
+                *(float4 *)yp = o;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (n + e < N) yp[e] = accumulate ? __fadd_rn(yp[e], s[e]) : s[e];
+            }
+        }
+    }
+    cluster_sync_relaxed(); /* no block leaves while another still reads its partial */
+}
+
+#define GEMM_TCB_KERNEL(wn, wm, tn, tm, st, u, minb)                                                             \
+    static __global__ void __launch_bounds__(32 * wn * wm, minb)                                                \
+        gemm_tcb_w##wn##x##wm##_t##tn##x##tm##_s##st##_u##u##_kernel(float *y, int ldy, const uint16_t *x,        \
+                                                                      int ldx, const uint16_t *w, int M, int N,   \
+                                                                      int K, int accumulate, int vec,             \
+                                                                      int n_split) {                              \
+        extern __shared__ __align__(16) unsigned char tile[];                                                     \
+        gemm_tcb_body(tile, y, ldy, x, ldx, w, M, N, K, accumulate, wn, wm, tn, tm, st, u);                       \
+    }
+GEMM_TCB_KERNEL(4, 2, 4, 8, 5, 1, 1) /* 256 x 128, 8 warps of 64 x 64 */
+GEMM_TCB_KERNEL(4, 2, 4, 8, 3, 2, 1)
+GEMM_TCB_KERNEL(2, 2, 4, 8, 4, 1, 1) /* 128 x 128, 4 warps of 64 x 64 */
+GEMM_TCB_KERNEL(2, 2, 4, 8, 3, 2, 1)
+GEMM_TCB_KERNEL(2, 4, 4, 4, 4, 1, 2) /* 128 x 128, 8 warps of 64 x 32, 2 blocks per SM */
+GEMM_TCB_KERNEL(4, 1, 4, 8, 4, 1, 1) /* 256 x 64, 4 warps of 64 x 64 */
+GEMM_TCB_KERNEL(2, 2, 4, 4, 4, 1, 3) /* 128 x 64, 4 warps of 64 x 32 */
+
+#define GEMM_TC_KERNEL(mt, nt, u, px)                                                                            \
+    static __global__ void __launch_bounds__(TC_KW * 32 * nt)                                                  \
+        gemm_tc_m##mt##_n##nt##_u##u##_p##px##_kernel(float *y, int ldy, const uint16_t *x, int ldx,             \
+                                                      const uint16_t *w, int M, int N, int K, int accumulate,    \
+                                                      int vec, int n_split) {                                    \
+        __shared__ float red[nt * (TC_KW - 1) * mt * 4 * 32];                                                    \
+        gemm_tc_body(red, y, ldy, x, ldx, w, M, N, K, accumulate, vec, n_split, mt, nt, u, px);                  \
+    }
+GEMM_TC_KERNEL(1, 1, 2, 1)
+GEMM_TC_KERNEL(1, 1, 4, 1)
+GEMM_TC_KERNEL(1, 1, 8, 1)
+GEMM_TC_KERNEL(1, 1, 4, 0)
+GEMM_TC_KERNEL(2, 1, 4, 1)
+GEMM_TC_KERNEL(4, 1, 2, 1)
+GEMM_TC_KERNEL(4, 1, 4, 0)
+GEMM_TC_KERNEL(8, 1, 2, 0)
+GEMM_TC_KERNEL(8, 1, 2, 1)
+GEMM_TC_KERNEL(8, 4, 1, 0)
+
+typedef void (*gemm_tc_kernel_fn)(float *, int, const uint16_t *, int, const uint16_t *, int, int, int, int, int,
+                                  int);
+typedef struct gemm_tc_variant {
+    int mt, nt, u, px, st; /* st > 0: the cp.async path with st stages (nt 1), or tcb's stages */
+    int wn, wm, tn, tm;    /* wn > 0: the block-tile path (tcb), wn x wm warps of tn x tm MMA tiles */
+    gemm_tc_kernel_fn fn;
+} gemm_tc_variant;
+#define TC_VARIANT(mt, nt, u, px) {mt, nt, u, px, 0, 0, 0, 0, 0, gemm_tc_m##mt##_n##nt##_u##u##_p##px##_kernel}
+#define TCA_VARIANT(mt, st, u) {mt, 1, u, 0, st, 0, 0, 0, 0, gemm_tca_m##mt##_s##st##_u##u##_kernel}
+#define TCB_VARIANT(wn, wm, tn, tm, st, u) \
+    {0, 0, u, 0, st, wn, wm, tn, tm, gemm_tcb_w##wn##x##wm##_t##tn##x##tm##_s##st##_u##u##_kernel}
+static const gemm_tc_variant tc_variants[] = {
+    TC_VARIANT(1, 1, 4, 1), TC_VARIANT(2, 1, 4, 1), TC_VARIANT(4, 1, 2, 1), TC_VARIANT(8, 1, 2, 0),
+    TC_VARIANT(8, 4, 1, 0), /* 0-4: what flint_cuda_gemm_tc picks; lab alternatives follow */
+    TC_VARIANT(1, 1, 2, 1), TC_VARIANT(1, 1, 8, 1), TC_VARIANT(1, 1, 4, 0), TC_VARIANT(4, 1, 4, 0),
+    TC_VARIANT(8, 1, 2, 1), TCA_VARIANT(1, 4, 4), TCA_VARIANT(1, 3, 8), TCA_VARIANT(1, 6, 2),
+    TCA_VARIANT(2, 4, 4), TCA_VARIANT(4, 4, 4), TCA_VARIANT(8, 4, 2), TCA_VARIANT(8, 3, 4),
+    TCB_VARIANT(4, 2, 4, 8, 5, 1), TCB_VARIANT(4, 2, 4, 8, 3, 2), TCB_VARIANT(2, 2, 4, 8, 4, 1),
+    TCB_VARIANT(2, 2, 4, 8, 3, 2), TCB_VARIANT(2, 4, 4, 4, 4, 1), TCB_VARIANT(4, 1, 4, 8, 4, 1),
+    TCB_VARIANT(2, 2, 4, 4, 4, 1),
+};
+#define TC_N_VARIANTS ((int)(sizeof tc_variants / sizeof tc_variants[0]))
+#define TCB_128x128 19 /* TCB_VARIANT(2, 2, 4, 8, 4, 1) */
+#define TCB_128x64 23  /* TCB_VARIANT(2, 2, 4, 4, 4, 1) */
+#define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
+
+/* tcb: the tile's extent, threads, and shared memory (the stages, or the partial tile over them) */
+static int tcb_bn(const gemm_tc_variant *v) { return 16 * v->tn * v->wn; }
+static int tcb_bm(const gemm_tc_variant *v) { return 8 * v->tm * v->wm; }
+static int gemm_smem(const gemm_tc_variant *v) {
+    if (v->wn) {
+        const int stages = v->st * (tcb_bn(v) + tcb_bm(v)) * 64 * v->u;
+        const int red = tcb_bm(v) * (tcb_bn(v) + TCB_PADF) * (int)sizeof(float);
+        return stages > red ? stages : red;
+    }
+    return v->st ? TC_KW * v->st * 16 * (v->u * 64 + TCA_PAD) : 0;
+}
+
+/* Dynamic shared memory above 48 KB is allowed per kernel, once. */
+static void tca_prepare(const gemm_tc_variant *v) {
+    static unsigned char attr_set[64];
+    const int idx = (int)(v - tc_variants);
+    if (v->st && !attr_set[idx]) {
+        CUDA_CHECK(
+            cudaFuncSetAttribute((const void *)v->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, gemm_smem(v)));
+        attr_set[idx] = 1;
+    }
+}
+
+/* tcb: grid (m tiles, n tiles, n_split), clusters of the n_split blocks of one tile (one per
+ * part of K); the m tiles of an n tile are adjacent in launch order and share its weights in L2. */
+static void gemm_tcb_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx,
+                            const uint16_t *w, int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
+    const int bn = tcb_bn(v), bm = tcb_bm(v), vec = 1;
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    memset(&cfg, 0, sizeof cfg);
+    memset(attr, 0, sizeof attr);
+    cfg.gridDim = dim3((unsigned)((M + bm - 1) / bm), (unsigned)((N + bn - 1) / bn), (unsigned)n_split);
+    cfg.blockDim = dim3((unsigned)(32 * v->wn * v->wm), 1, 1);
+    cfg.dynamicSmemBytes = (size_t)gemm_smem(v);
+    cfg.stream = s;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = (unsigned)n_split;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    FLINT_ASSERT(cfg.gridDim.y <= 65535);
+    void *args[] = {&y, &ldy, &x, &ldx, &w, &M, &N, &K, &accumulate, (void *)&vec, &n_split};
+    tca_prepare(v);
+    CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)v->fn, args));
+}
+
+static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w,
+                           int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
+    FLINT_ASSERT(n_split == 1 || n_split == 2 || n_split == 4);
+    const int vec = K % 8 == 0 && ldx % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0;
+    if (v->wn && !vec) v = &tc_variants[TC_FALLBACK_LARGE]; /* tcb copies whole 16-byte chunks */
+    if (v->wn) {
+        gemm_tcb_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
+        return;
+    }
+    if (v->st && !vec) v = &tc_variants[0]; /* the cp.async path copies whole 16-byte chunks */
+    dim3 grid((unsigned)((M + 8 * v->mt - 1) / (8 * v->mt)), (unsigned)((N + 16 * v->nt - 1) / (16 * v->nt)));
+    FLINT_ASSERT(grid.y <= 65535);
+    if (v->st) {
+        tca_prepare(v);
+        v->fn<<<grid, TC_KW * 32, gemm_smem(v), s>>>(y, ldy, x, ldx, w, M, N, K, accumulate, vec, n_split);
+    } else {
+        v->fn<<<grid, TC_KW * 32 * v->nt, 0, s>>>(y, ldy, x, ldx, w, M, N, K, accumulate, vec, n_split);
+    }
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* Allows every variant's shared memory up front (cudaFuncSetAttribute is best kept out of graph
+ * capture); launches do it lazily otherwise. */
+void flint_cuda_gemm_init(void) {
+    FLINT_ASSERT(tc_variants[TCB_128x128].wn == 2 && tc_variants[TCB_128x128].tm == 8 && tc_variants[TCB_128x128].st == 4);
+    FLINT_ASSERT(tc_variants[TCB_128x64].wn == 2 && tc_variants[TCB_128x64].tm == 4 && tc_variants[TCB_128x64].st == 4);
+    for (int i = 0; i < TC_N_VARIANTS; i++) tca_prepare(&tc_variants[i]);
+}
+
+void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
+                              int accumulate, int n_split, flint_cuda_stream s) {
+    FLINT_ASSERT(M >= 0 && N > 0 && K > 0 && ldx >= K && ldy >= N);
+    if (M == 0) return;
+    /* Picked from the lab on the H200 (docs/benchmarks.md, qwen3-8b projections, 2026-11-29):
+     * M <= 32, the register path with one block per 16 outputs and every row in it; 33..64 rows,
+     * shared-memory tiles of 128 outputs x 64 rows (TCB_128x64); more, tiles of 128 x 128
+     * (TCB_128x128: 1.3-1.7x the register path at 256-512 rows), except up to 128 rows of a
+     * narrow layer, where 64 x 64 register tiles (variant 4) stay ahead. The cp.async variants
+     * (tca) measured no faster than the register path at any M. */
+    const int v = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? TCB_128x64 : M <= 128 && N <= 4096 ? 4
+                                                                                                       : TCB_128x128;
+    gemm_tc_launch(&tc_variants[v], y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
+}
+
+void flint_cuda_gemm_tc(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
+                        int accumulate, flint_cuda_stream s) {
+    flint_cuda_gemm_tc_split(y, ldy, x, ldx, w, M, N, K, accumulate, 4, s);
+}
+
+int flint_cuda_gemm_tc_variants(void) { return TC_N_VARIANTS; }
+
+/* The lab hook with the parts of K as a parameter (n_split 4, 2 or 1, as flint_cuda_gemm_tc_split):
+ * the tests check every variant at each. Not in ops_cuda.h yet: tests/kernels/test_cuda_ops.c
+ * declares it. */
+extern "C" const char *flint_cuda_gemm_tc_variant_split(float *y, int ldy, const uint16_t *x, int ldx,
+                                                        const uint16_t *w, int M, int N, int K, int accumulate,
+                                                        int n_split, int variant, flint_cuda_stream s) {
+    static char names[TC_N_VARIANTS][32];
+    FLINT_ASSERT(variant >= 0 && variant < TC_N_VARIANTS);
+    const gemm_tc_variant *v = &tc_variants[variant];
+    if (v->wn)
+        snprintf(names[variant], sizeof names[variant], "tcb %dx%d w%dx%d s%d u%d", tcb_bn(v), tcb_bm(v), v->wn, v->wm,
+                 v->st, v->u);
+    else if (v->st) snprintf(names[variant], sizeof names[variant], "tca m%d s%d u%d", v->mt, v->st, v->u);
+    else snprintf(names[variant], sizeof names[variant], "tc m%d n%d u%d p%d", v->mt, v->nt, v->u, v->px);
+    if (y && M > 0) gemm_tc_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
+    return names[variant];
+}
+
+const char *flint_cuda_gemm_tc_variant(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N,
+                                       int K, int accumulate, int variant, flint_cuda_stream s) {
+    return flint_cuda_gemm_tc_variant_split(y, ldy, x, ldx, w, M, N, K, accumulate, 4, variant, s);
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One device call that covers the GPU work of a session from binaries built on the CPU machine
+# (the GPU machine cannot configure the main project: no cJSON/PCRE2/utf8proc headers). Before
+# calling `device`, build and copy (carry [".devbin", ".devlibs"]; docs/device.md):
+#   cmake --build build --target flint test_target_cuda [test_sampler_cuda test_drafter_cuda]
+#   cmake --build build-k     # the kernel lab, tests/kernels
+#   cp build/flint build/tests/{test_target_cuda,...} build-k/test_cuda_ops .devbin/
+# Runs what is there, in this order, each under a timeout, then prints a summary:
+#   test_cuda_ops (kernels vs C references + GEMM/attention lab), test_sampler_cuda,
+#   test_drafter_cuda, test_target_cuda, test_tp_cuda, `flint bench --load-format dummy` (graphs,
+#   with the PyTorch baseline run by flint bench itself; bench2: tensor parallel over 2 GPUs; eager:
+#   --enforce-eager). NVLink multicast stays off (NCCL_NVLS_ENABLE=0) for every step.
+#   STEPS="kernels target bench" bash tools/device/gpu_session.sh  ->  $OUT/*.log
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/.devlibs/lib:${LD_LIBRARY_PATH:-}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# flint loads NCCL at run time (dlopen): use the one PyTorch ships when the system has none
+if ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
+    nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+    [ -f "$nccl_dir/libnccl.so.2" ] || nccl_dir=$(dirname "$(find / -name libnccl.so.2 2>/dev/null | head -1)" 2>/dev/null)
+    [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir" && echo "NCCL from $nccl_dir"
+fi
+STEPS=${STEPS:-"kernels memcheck sampler drafter target tp bench eager"}
+SHAPE_ARGS=${SHAPE_ARGS:-"--model-shape qwen3-8b --context 1024 --batch-sizes 1,8,32,64 --q 1,8"}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -2
+summary=""
+step() { # name timeout log command...
+    local name=$1 t=$2 log=$3
+    shift 3
+    case " $STEPS " in *" $name "*) ;; *) return 0 ;; esac
+    if [ ! -x "$1" ] && [ "$1" != python3 ]; then summary+=$(printf '%-10s %s\n' "$name" "skipped: no $1")$'\n'; return 0; fi
+    echo "== $name: $*"
+    local t0=$(date +%s)
+    timeout "$t" "$@" > "$OUT/$log" 2>&1
+    local rc=$?
+    cat "$OUT/$log"
+    summary+=$(printf '%-10s exit %d in %d s' "$name" "$rc" "$(( $(date +%s) - t0 ))")$'\n'
+}
+step kernels 200 kernels.log .devbin/test_cuda_ops
+san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+[ -n "$san" ] && step memcheck 150 memcheck.log "$san" --tool memcheck --print-limit 20 --error-exitcode 3 \
+    .devbin/test_cuda_ops --quick --no-lab
+step sampler 120 sampler.log .devbin/test_sampler_cuda
+step drafter 180 drafter.log .devbin/test_drafter_cuda "$PWD"
+step target 240 target.log .devbin/test_target_cuda "$PWD"
+step tp 240 tp.log .devbin/test_tp_cuda "$PWD"
+# shellcheck disable=SC2086
+step bench 300 bench.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
+    --output "$OUT/bench.json"
+# shellcheck disable=SC2086
+step bench2 300 bench2.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 20 \
+    --tensor-parallel-size 2 --baseline none --output "$OUT/bench2.json"
+# shellcheck disable=SC2086
+step eager 150 eager.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 10 \
+    --enforce-eager --baseline none
+echo "== summary"
+printf '%s' "$summary"
+grep -hE ' FAIL$|^FAIL|failed' "$OUT"/*.log 2>/dev/null | head -20

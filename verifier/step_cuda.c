@@ -1,0 +1,181 @@
+/* The speculative step's decisions on the GPU (issue #7: "the step never leaves the device except
+ * for the emitted tokens"): when the target and the drafter run on CUDA, the verify logits and the
+ * draft distributions q stay in device memory, and the GPU sampler (sampler/sampler_cuda.h) takes
+ * the same decisions the host would take from them, by the same rules and RNG keys:
+ *  - sessions that verify drafts: flint_cuda_accept (flint_accept_draft's rule), one request per
+ *    draft request of the step, in the drafter's order, so request d finds its q at d;
+ *  - sessions with no draft this step: flint_cuda_sample keyed SAMPLE at the next position (the
+ *    host's flint_sampler_sample), over the rows 0..n0-1 that step.c gives them.
+ * Only the accepted counts and the emitted tokens come back (one copy, one synchronisation).
+ * Requests that need the logits on the host (grammar masks, logprobs) and benchmarks' synthetic
+ * acceptance keep the host path; step.c decides per step. The GPU sampler reproduces the host's
+ * probabilities bit for bit (its exact exp mode), so the two paths give the same tokens except
+ * at a cumulative boundary within rounding (tests/test_target_cuda.c compares them). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "verifier/engine_internal.h"
+
+#ifdef FLINT_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "sampler/sampler_cuda.h"
+
+/* Host mirror and device copy share one layout: inputs first (one upload), outputs after (one
+ * download). */
+typedef struct dev_layout {
+    size_t params_req, params_sid, pos0, pos_s, drafts, k, row0, row_param; /* inputs */
+    size_t in_bytes;
+    size_t out, n_acc, tok0; /* outputs, from out */
+    size_t out_bytes;
+} dev_layout;
+
+struct flint_engine_dev {
+    int S, L, V;
+    dev_layout lo;
+    unsigned char *d_base, *h_base; /* device buffers, pinned host mirror */
+    void *scratch;
+    size_t scratch_bytes;
+    int device;
+    void *stream;
+};
+
+static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static void layout(dev_layout *l, int S, int L) {
+    size_t o = 0;
+#define PUT(field, bytes) (l->field = o, o = align256(o + (bytes)))
+    PUT(params_req, sizeof(flint_cuda_sampling) * (size_t)S);
+    PUT(params_sid, sizeof(flint_cuda_sampling) * (size_t)S);
+    PUT(pos0, sizeof(int64_t) * (size_t)S);
+    PUT(pos_s, sizeof(int64_t) * (size_t)S);
+    PUT(drafts, sizeof(int32_t) * (size_t)S * L);
+    PUT(k, sizeof(int32_t) * (size_t)S);
+    PUT(row0, sizeof(int32_t) * (size_t)S);
+    PUT(row_param, sizeof(int32_t) * (size_t)S);
+    l->in_bytes = o;
+    PUT(out, sizeof(int32_t) * (size_t)S * (L + 1));
+    PUT(n_acc, sizeof(int32_t) * (size_t)S);
+    PUT(tok0, sizeof(int32_t) * (size_t)S);
+#undef PUT
+    l->out_bytes = o - l->in_bytes;
+}
+
+#define H(e, f, T) ((T *)((e)->dev->h_base + (e)->dev->lo.f))
+#define D(e, f, T) ((T *)((e)->dev->d_base + (e)->dev->lo.f))
+
+int flint_engine_dev_open(flint_engine *e, flint_err *err) {
+    if (e->o.device != FLINT_TARGET_CUDA || e->o.host_accept || e->o.synthetic || e->tp) return 0;
+    if (e->dft && !flint_drafter_device_q(e->dft)) return 0; /* a CPU drafter's q is on the host */
+    flint_target_device_view v;
+    flint_target_get_device_view(e->tgt, &v);
+    if (!v.logits || !v.stream) return 0;
+    struct flint_engine_dev *d = flint_xcalloc(1, sizeof *d);
+    e->dev = d;
+    d->S = e->o.max_seqs, d->L = e->dmax > 0 ? e->dmax : 1, d->V = e->V;
+    d->device = v.device, d->stream = v.stream;
+    layout(&d->lo, d->S, d->L);
+    d->scratch_bytes = flint_cuda_sampler_scratch_bytes(d->S * (d->L + 1), e->V);
+    size_t total = d->lo.in_bytes + d->lo.out_bytes;
+    if (cudaSetDevice(d->device) != cudaSuccess || cudaMalloc((void **)&d->d_base, total) != cudaSuccess ||
+        cudaMallocHost((void **)&d->h_base, total) != cudaSuccess ||
+        (d->scratch_bytes && cudaMalloc(&d->scratch, d->scratch_bytes) != cudaSuccess))
+        return flint_err_set(err, FLINT_ERR_NOMEM, "engine: cannot allocate the device-side acceptance buffers "
+                             "(%.1f MiB)", (double)(total + d->scratch_bytes) / (1 << 20));
+    memset(d->h_base, 0, total);
+    flint_log_info("engine: acceptance and sampling on the GPU (logits and q stay on the device)");
+    return 0;
+}
+
+void flint_engine_dev_close(flint_engine *e) {
+    struct flint_engine_dev *d = e->dev;
+    if (!d) return;
+    cudaSetDevice(d->device);
+    cudaFree(d->d_base);
+    cudaFreeHost(d->h_base);
+    cudaFree(d->scratch);
+    free(d);
+    e->dev = NULL;
+}
+
+static flint_cuda_sampling to_dev(const flint_sampling_params *p) {
+    flint_cuda_sampling c = {p->temperature, p->top_k, p->top_p, p->min_p, p->seed};
+    return c;
+}
+
+int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, int n_d, int32_t *out, int *acc,
+                            flint_err *err) {
+    struct flint_engine_dev *d = e->dev;
+    const int L = d->L, V = e->V;
+    if (cudaSetDevice(d->device) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: cannot select the GPU");
+    for (int i = 0; i < n0; i++) { /* rows 0..n0-1: sessions without drafts */
+        const session *s = &e->ss[order[i]];
+        H(e, params_sid, flint_cuda_sampling)[i] = to_dev(&s->p.sampling);
+        H(e, row_param, int32_t)[i] = i;
+        H(e, pos_s, int64_t)[i] = s->pos + 1;
+    }
+    for (int di = 0; di < n_d; di++) { /* draft requests, in the drafter's order */
+        const session *s = &e->ss[e->dreq_sid[di]];
+        H(e, params_req, flint_cuda_sampling)[di] = to_dev(&s->p.sampling);
+        H(e, pos0, int64_t)[di] = s->pos + 1;
+        H(e, k, int32_t)[di] = s->k; /* 0 after the scheduler: its row is sampled as above, this result unused */
+        H(e, row0, int32_t)[di] = e->row0[e->dreq_sid[di]];
+        memcpy(H(e, drafts, int32_t) + (size_t)di * L, e->drafts + (size_t)di * e->dmax, sizeof(int32_t) * e->dmax);
+    }
+    cudaStream_t st = (cudaStream_t)d->stream;
+    const float *logits = NULL;
+    {
+        flint_target_device_view v;
+        flint_target_get_device_view(e->tgt, &v);
+        logits = v.logits;
+    }
+    if (cudaMemcpyAsync(d->d_base, d->h_base, d->lo.in_bytes, cudaMemcpyHostToDevice, st) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: upload of the step's sampling parameters failed");
+    if (n0 > 0)
+        flint_cuda_sample(D(e, tok0, int32_t), NULL, 0, logits, V, n0, V, D(e, params_sid, flint_cuda_sampling),
+                          D(e, row_param, int32_t), D(e, pos_s, int64_t), FLINT_RNG_SAMPLE, d->scratch,
+                          (flint_cuda_stream_s)st);
+    if (n_d > 0) {
+        const float *q = e->o.draft_greedy ? NULL : flint_drafter_device_q(e->dft);
+        flint_cuda_accept(D(e, out, int32_t), D(e, n_acc, int32_t), D(e, drafts, int32_t), L, D(e, k, int32_t), q,
+                          (size_t)e->dmax * V, V, logits, V, D(e, row0, int32_t), D(e, pos0, int64_t),
+                          D(e, params_req, flint_cuda_sampling), n_d, V, d->scratch, (flint_cuda_stream_s)st);
+    }
+    if (cudaMemcpyAsync(d->h_base + d->lo.in_bytes, d->d_base + d->lo.in_bytes, d->lo.out_bytes,
+                        cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+        cudaStreamSynchronize(st) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: the device-side acceptance failed: %s",
+                             cudaGetErrorString(cudaGetLastError()));
+    /* per session, in row order: out[i * (FLINT_MAX_DRAFT + 1) ..], acc[i] accepted drafts */
+    for (int i = 0; i < n; i++) {
+        const session *s = &e->ss[order[i]];
+        int32_t *o = out + (size_t)i * (FLINT_MAX_DRAFT + 1);
+        if (i < n0 || s->k == 0) {
+            FLINT_ASSERT(i < n0);
+            o[0] = H(e, tok0, int32_t)[i];
+            acc[i] = 0;
+        } else {
+            const int a = H(e, n_acc, int32_t)[s->di];
+            FLINT_ASSERT(a >= 0 && a <= s->k);
+            memcpy(o, H(e, out, int32_t) + (size_t)s->di * (L + 1), sizeof(int32_t) * (size_t)(a + 1));
+            acc[i] = a;
+        }
+    }
+    return 0;
+}
+
+#else /* no CUDA backend: the host path only */
+
+int flint_engine_dev_open(flint_engine *e, flint_err *err) {
+    (void)e, (void)err;
+    return 0;
+}
+void flint_engine_dev_close(flint_engine *e) { (void)e; }
+int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, int n_d, int32_t *out, int *acc,
+                            flint_err *err) {
+    (void)e, (void)order, (void)n0, (void)n, (void)n_d, (void)out, (void)acc;
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "engine: no CUDA backend");
+}
+#endif
