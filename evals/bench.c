@@ -67,10 +67,17 @@ static int32_t *token_pool(const flint_engine *e, const flint_bench_options *o, 
     return pool;
 }
 
+/* Tokens a session may emit in a measurement: while the b prompts are prefilled (512 rows a
+ * step), the sessions that started first already decode, then warm-up and timed steps. */
+static int bench_max_tokens(const flint_bench_options *o, int b, int K) {
+    const int prefill_steps = (int)(((long)b * o->context + 511) / 512) + 1;
+    return 2 + (prefill_steps + o->warmup + o->steps + 2) * (K + 1);
+}
+
 /* Time one (b, K) point on an open engine. */
 static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, const int32_t *pool, int n_pool, row *r,
                    flint_err *err) {
-    int max_tokens = 2 + (o->warmup + o->steps + 2) * (K + 1);
+    int max_tokens = bench_max_tokens(o, b, K);
     int max_len = flint_engine_max_model_len(e);
     if ((long)o->context + max_tokens > max_len)
         return flint_err_set(err, FLINT_ERR_INVALID, "--context %d plus the %d tokens a session may emit (%d warm-up + "
@@ -126,7 +133,10 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
         for (int k = 0; k < n_ev; k++) {
             tokens += ev[k].n_tokens;
             if (ev[k].finish != FLINT_FINISH_NONE) {
-                flint_err_set(err, FLINT_ERR_INTERNAL, "a benchmark session finished inside the timed window");
+                flint_err_set(err, FLINT_ERR_INTERNAL, "a benchmark session finished inside the timed window (batch "
+                              "%d, K = %d, timed step %d, finish reason %d after %d tokens this step; max_tokens %d, "
+                              "context %d of %d)", b, K, s, (int)ev[k].finish, ev[k].n_tokens, max_tokens, o->context,
+                              max_len);
                 goto done;
             }
             for (int j = 0; j < b; j++)
@@ -165,7 +175,7 @@ done:
 }
 
 int flint_bench_run(const flint_bench_options *o, flint_err *err) {
-    if (o->dummy) return flint_bench_gpu_run(o, err);
+    if (o->dummy && !o->spec_config) return flint_bench_gpu_run(o, err); /* the target's verify step alone */
     int rc = -1, n_pool = 0, nk = o->n_draft + 1, max_b = 0;
     int32_t *pool = NULL;
     char *owned = NULL, *path_svg = NULL;
@@ -189,6 +199,12 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         eo.device = o->device;
         eo.enforce_eager = o->enforce_eager;
         eo.tensor_parallel_size = o->tensor_parallel_size;
+        if (o->dummy) { /* a real shape with random weights: a context just long enough for the run */
+            int kmax = 0;
+            for (int i = 0; i < o->n_draft; i++) kmax = o->draft_lengths[i] > kmax ? o->draft_lengths[i] : kmax;
+            eo.model_shape = o->model_shape;
+            eo.max_model_len = o->context + bench_max_tokens(o, max_b, kmax) + 16;
+        }
         double rates[FLINT_MAX_DRAFT] = {0};
         if (K == 0) eo.drafter_dir = NULL;
         else {
@@ -230,7 +246,8 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
                 rows[i].speedup = rows[i].tps_user / rows[j].tps_user;
     }
     if (!o->quiet) {
-        printf("flint bench: %s, drafter %s, context %d, %d warm-up + %d timed steps, %s acceptance\n", o->model_dir,
+        printf("flint bench: %s%s, drafter %s, context %d, %d warm-up + %d timed steps, %s acceptance\n",
+               o->dummy ? o->model_shape : o->model_dir, o->dummy ? " (random weights on the GPU)" : "",
                base.drafter_dir, o->context, o->warmup, o->steps, synthetic ? "synthetic" : "real");
         printf("%6s %3s %8s %8s %11s %11s %11s %13s %9s\n", "batch", "K", "AL", "exp. AL", "median ms", "p90 ms",
                "tok/s/user", "tok/s total", "speed-up");

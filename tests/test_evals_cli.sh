@@ -229,6 +229,9 @@ expect 2 "unknown model shape 'qwen9'" -- "$FLINT" bench --load-format dummy --m
 expect 2 "go together" -- "$FLINT" bench --load-format dummy --device cuda
 expect 2 "--device expects cpu or cuda" -- "$FLINT" bench --device tpu
 expect 2 "--load-format expects auto or dummy" -- "$FLINT" bench --load-format gguf
+# the engine on a dummy shape (with a drafter) needs a GPU: refused cleanly on this machine
+expect 1 "device cuda was asked for" -- "$FLINT" bench --load-format dummy --model-shape qwen3-0.6b --device cuda \
+    --speculative-config "{\"model\": \"$tmp/d0\"}" --batch-sizes 1 --draft-lengths 1
 # one line of error output for user errors
 "$FLINT" eval "$M" --speculative-config "$SC0" --dataset gsm9k "${X[@]}" 2>"$tmp/err" >/dev/null
 [ "$(wc -l < "$tmp/err")" -eq 1 ] && ok || bad "error is not one line: $(cat "$tmp/err")"

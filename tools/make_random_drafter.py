@@ -5,7 +5,13 @@ speculative machinery on targets that have no trained drafter (e.g. the converte
 Embedding and LM head are left out (shared with the target). numpy + safetensors only.
 
   python3 tools/make_random_drafter.py TARGET_DIR OUT_DIR [--layers 1] [--block 7] [--taps 1,3]
-      [--markov-rank 16] [--seed 0]
+      [--markov-rank 16] [--seed 0] [--dtype f32|f16]
+
+TARGET_DIR may instead be a synthetic shape of `--load-format dummy` (qwen3-8b, qwen3-0.6b; the
+numbers of target/config.c): the drafter for `flint bench --load-format dummy --model-shape NAME
+--speculative-config '{"model": OUT_DIR}'`, e.g. DSpark's qwen3-8b drafter shape:
+  python3 tools/make_random_drafter.py qwen3-8b /tmp/d8b --layers 5 --taps 1,9,17,25,33 \
+      --markov-rank 64 --dtype f16       (2.3 GB)
 """
 import argparse
 import json
@@ -13,6 +19,15 @@ import os
 
 import numpy as np
 from safetensors.numpy import save_file
+
+
+# target/config.c's synthetic shapes (flint_target_shape_config)
+SHAPE_BASE = {"vocab_size": 151936, "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6,
+              "rope_theta": 1000000.0}
+SHAPES = {"qwen3-8b": {"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+                       "num_attention_heads": 32, "num_key_value_heads": 8},
+          "qwen3-0.6b": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+                         "num_attention_heads": 16, "num_key_value_heads": 8}}
 
 
 def main():
@@ -25,8 +40,12 @@ def main():
     ap.add_argument("--markov-rank", type=int, default=16)
     ap.add_argument("--mask-token-id", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", default="f32", choices=["f32", "f16"], help="f16 halves the file of a large shape")
     a = ap.parse_args()
-    t = json.load(open(os.path.join(a.target, "config.json")))
+    if a.target in SHAPES:
+        t = dict(SHAPE_BASE, **SHAPES[a.target])
+    else:
+        t = json.load(open(os.path.join(a.target, "config.json")))
     L, H, V = t["num_hidden_layers"], t["hidden_size"], t["vocab_size"]
     nh, nkv = t["num_attention_heads"], t.get("num_key_value_heads", t["num_attention_heads"])
     hd = t.get("head_dim") or H // nh
@@ -34,8 +53,10 @@ def main():
     taps = [int(x) for x in a.taps.split(",")] if a.taps else sorted({max(0, L // 4), max(0, L - 2)})
     rng = np.random.default_rng(a.seed)
 
+    dt = np.float16 if a.dtype == "f16" else np.float32
+
     def w(*shape, std=0.05):
-        return (rng.standard_normal(shape) * std).astype(np.float32)
+        return (rng.standard_normal(shape, dtype=np.float32) * std).astype(dt)
 
     sd = {"fc.weight": w(H, H * len(taps)), "hidden_norm.weight": np.ones(H, np.float32),
           "norm.weight": np.ones(H, np.float32),

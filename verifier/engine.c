@@ -100,6 +100,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
     flint_engine *e = flint_xcalloc(1, sizeof *e);
     e->o = *opts;
     flint_engine_options *o = &e->o;
+    if (o->model_shape && !o->model_dir) o->model_dir = o->model_shape; /* for messages */
     if (!o->model_dir) {
         flint_err_set(err, FLINT_ERR_INVALID, "engine: no model directory");
         goto fail;
@@ -113,11 +114,13 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
     /* A directory without tokenizer.json still serves token ids (evals, tests); text, detokenized
      * output and stop strings need one. */
     char tpath[4096];
-    if (flint_path_join(tpath, sizeof tpath, o->model_dir, "tokenizer.json") == 0 && flint_file_exists(tpath) &&
-        !(e->tok = flint_tokenizer_open_dir(o->model_dir, err)))
+    if (!o->model_shape && flint_path_join(tpath, sizeof tpath, o->model_dir, "tokenizer.json") == 0 &&
+        flint_file_exists(tpath) && !(e->tok = flint_tokenizer_open_dir(o->model_dir, err)))
         goto fail;
     flint_target_config cfg;
-    if (flint_target_config_load(o->model_dir, &cfg, err)) goto fail;
+    if (o->model_shape ? flint_target_shape_config(o->model_shape, &cfg, err)
+                       : flint_target_config_load(o->model_dir, &cfg, err))
+        goto fail;
     e->max_len = o->max_model_len ? o->max_model_len : cfg.max_position_embeddings;
     if (e->max_len < 2 || e->max_len > cfg.max_position_embeddings) {
         flint_err_set(err, FLINT_ERR_INVALID, "max_model_len %d is outside 2..%d (the model's context)", e->max_len,
@@ -139,6 +142,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
     to.device = o->device;
     to.enforce_eager = o->enforce_eager;
     to.gpu_memory_utilization = o->gpu_memory_utilization;
+    to.dummy_shape = o->model_shape;
     if (o->tensor_parallel_size < 0 || o->tensor_parallel_size > 64) {
         flint_err_set(err, FLINT_ERR_INVALID, "tensor parallel size %d is outside 1..64", o->tensor_parallel_size);
         goto fail;

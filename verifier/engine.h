@@ -30,6 +30,8 @@ extern "C" {
 
 typedef struct flint_engine_options {
     const char *model_dir;
+    const char *model_shape;    /* benchmarks: a flint_target_shape_config name (qwen3-8b, ...): random
+                                 * weights made on the GPU (device cuda), model_dir unused; no tokenizer */
     const char *drafter_dir;    /* NULL: no speculation */
     int num_speculative_tokens; /* K; 0 = the drafter's maximum */
     int draft_greedy;           /* draft_sample_method "greedy" (argmax drafts) instead of "probabilistic" */

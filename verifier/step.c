@@ -82,14 +82,17 @@ static int draft_len(const flint_engine *e, const session *s) {
 }
 
 /* Benchmark mode: the accepted count follows the configured per-position rates; the emitted
- * token after the accepted drafts is the target's argmax at that row (any valid token would do). */
+ * token after the accepted drafts is the target's argmax at that row when the logits are on the
+ * host, else the decision the GPU took at or before that row (any valid token would do: the work
+ * of the step is the real one, only its outcome is forced). */
 static int synthetic_accept(flint_engine *e, const session *s, int k, const int32_t *drafts, const float *lg,
-                            int32_t *out) {
+                            int32_t *out, int real_acc) {
     int a = 0;
     while (a < k && flint_rng_uniform(s->p.sampling.seed, s->pos + 1 + a, FLINT_RNG_ACCEPT, 1) < e->o.synthetic_rates[a])
         a++;
+    const int32_t last = lg ? flint_argmax(lg + (size_t)a * e->V, e->V) : out[a < real_acc ? a : real_acc];
     for (int j = 0; j < a; j++) out[j] = drafts[j];
-    out[a] = flint_argmax(lg + (size_t)a * e->V, e->V);
+    out[a] = last;
     return a;
 }
 
@@ -174,6 +177,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         if (use_dev) {
             acc = e->dev_acc[oi];
             memcpy(out, e->dev_out + (size_t)oi * (FLINT_MAX_DRAFT + 1), sizeof(int32_t) * (size_t)(acc + 1));
+            if (e->o.synthetic && k > 0) acc = synthetic_accept(e, s, k, e->row_tok + r0 + 1, NULL, out, acc);
         } else {
             float *lg = e->logits + (size_t)r0 * e->V;
             flint_engine_grammar_mask_rows(e, s, lg, e->row_tok + r0 + 1, k);
@@ -183,7 +187,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
             } else {
                 const float *q = e->o.draft_greedy ? NULL : e->q + (size_t)s->di * e->dmax * e->V;
                 acc = flint_accept_draft(&s->p.sampling, k, e->row_tok + r0 + 1, q, lg, e->V, s->pos + 1, &e->sc, out);
-                if (e->o.synthetic) acc = synthetic_accept(e, s, k, e->row_tok + r0 + 1, lg, out);
+                if (e->o.synthetic) acc = synthetic_accept(e, s, k, e->row_tok + r0 + 1, lg, out, acc);
             }
             for (int j = 0; j <= acc; j++) flint_engine_logprobs(e, s, j, lg + (size_t)j * e->V, out[j]);
         }

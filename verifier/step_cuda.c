@@ -7,8 +7,8 @@
  *  - sessions with no draft this step: flint_cuda_sample keyed SAMPLE at the next position (the
  *    host's flint_sampler_sample), over the rows 0..n0-1 that step.c gives them.
  * Only the accepted counts and the emitted tokens come back (one copy, one synchronisation).
- * Requests that need the logits on the host (grammar masks, logprobs) and benchmarks' synthetic
- * acceptance keep the host path; step.c decides per step. The GPU sampler reproduces the host's
+ * Requests that need the logits on the host (grammar masks, logprobs) keep the host path; step.c
+ * decides per step (and applies benchmarks' synthetic acceptance over either). The GPU sampler reproduces the host's
  * probabilities bit for bit (its exact exp mode), so the two paths give the same tokens except
  * at a cumulative boundary within rounding (tests/test_target_cuda.c compares them). */
 #include <stdlib.h>
@@ -66,7 +66,7 @@ static void layout(dev_layout *l, int S, int L) {
 #define D(e, f, T) ((T *)((e)->dev->d_base + (e)->dev->lo.f))
 
 int flint_engine_dev_open(flint_engine *e, flint_err *err) {
-    if (e->o.device != FLINT_TARGET_CUDA || e->o.host_accept || e->o.synthetic || e->tp) return 0;
+    if (e->o.device != FLINT_TARGET_CUDA || e->o.host_accept || e->tp) return 0;
     if (e->dft && !flint_drafter_device_q(e->dft)) return 0; /* a CPU drafter's q is on the host */
     flint_target_device_view v;
     flint_target_get_device_view(e->tgt, &v);

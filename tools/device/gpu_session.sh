@@ -23,7 +23,7 @@ if ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
     [ -f "$nccl_dir/libnccl.so.2" ] || nccl_dir=$(dirname "$(find / -name libnccl.so.2 2>/dev/null | head -1)" 2>/dev/null)
     [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir" && echo "NCCL from $nccl_dir"
 fi
-STEPS=${STEPS:-"kernels memcheck sampler drafter target tp bench eager"}
+STEPS=${STEPS:-"kernels memcheck sampler drafter target tp bench spec8b eager"}
 SHAPE_ARGS=${SHAPE_ARGS:-"--model-shape qwen3-8b --context 1024 --batch-sizes 1,8,32,64 --q 1,8"}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -2
 summary=""
@@ -53,6 +53,16 @@ step bench 300 bench.log .devbin/flint bench --device cuda --load-format dummy $
 # shellcheck disable=SC2086
 step bench2 300 bench2.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 20 \
     --tensor-parallel-size 2 --baseline none --output "$OUT/bench2.json"
+# the whole speculative step at qwen3-8b size: random target + a random DSpark-shaped drafter (5
+# layers, taps 1,9,17,25,33), acceptance forced to a mean AL of 3.41, K = 0 measured in the same run
+if case " $STEPS " in *" spec8b "*) true ;; *) false ;; esac; then
+    [ -f /tmp/d8b/model.safetensors ] || python3 tools/make_random_drafter.py qwen3-8b /tmp/d8b --layers 5 \
+        --taps 1,9,17,25,33 --markov-rank 64 --dtype f16 > "$OUT/spec8b_make.log" 2>&1
+fi
+step spec8b 400 spec8b.log .devbin/flint bench --device cuda --load-format dummy --model-shape qwen3-8b \
+    --speculative-config '{"model": "/tmp/d8b", "num_speculative_tokens": 7}' --synthetic-acceptance 3.41 \
+    --batch-sizes ${SPEC_BATCHES:-1,8,32,64} --draft-lengths ${SPEC_KS:-1,3,5,7} --context 1024 --warmup 3 --steps 10 \
+    --output "$OUT/spec8b.json"
 # shellcheck disable=SC2086
 step eager 150 eager.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 10 \
     --enforce-eager --baseline none
