@@ -50,6 +50,7 @@
 #include "sampler/sampler.h"
 #include "target/ops_cuda.h"
 #include "target/target.h"
+#include "cuda_check.h"
 #include "test.h"
 
 #define LOGIT_REL 0.05
@@ -61,14 +62,6 @@
 static const char *SRC = FLINT_SOURCE_DIR;
 static int lab = 1;
 
-#define CK(x)                                                                                             \
-    do {                                                                                                  \
-        cudaError_t e_ = (x);                                                                             \
-        if (e_ != cudaSuccess) {                                                                          \
-            fprintf(stderr, "CUDA error: %s: %s at %s:%d\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
-            exit(2);                                                                                      \
-        }                                                                                                 \
-    } while (0)
 
 static double now_s(void) {
     struct timespec ts;

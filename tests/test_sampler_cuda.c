@@ -48,16 +48,9 @@
 #include "chisq.h"
 #include "sampler/sampler.h"
 #include "sampler/sampler_cuda.h"
+#include "cuda_check.h"
 #include "test.h"
 
-#define CK(x)                                                                                           \
-    do {                                                                                                \
-        cudaError_t e_ = (x);                                                                           \
-        if (e_ != cudaSuccess) {                                                                        \
-            fprintf(stderr, "CUDA error: %s: %s at %s:%d\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
-            exit(2);                                                                                    \
-        }                                                                                               \
-    } while (0)
 
 #define VMAX 151936
 

@@ -40,16 +40,9 @@
 
 #include "target/ops_cpu.h"  /* the C references */
 #include "target/ops_cuda.h" /* the kernels under test, bf16 helpers */
+#include "cuda_check.h"
 #include "test.h"            /* CHECKF, test_report */
 
-#define CK(x)                                                                                           \
-    do {                                                                                                \
-        cudaError_t e_ = (x);                                                                           \
-        if (e_ != cudaSuccess) {                                                                        \
-            fprintf(stderr, "CUDA error: %s: %s at %s:%d\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
-            exit(2);                                                                                    \
-        }                                                                                               \
-    } while (0)
 
 static int n_cpu = 1;
 
