@@ -55,7 +55,7 @@ typedef struct rank_job {
 
 static void *rank_main(void *arg) {
     rank_job *j = arg;
-    j->rc = j->what ? flint_target_debug_all_reduce(j->t, j->rows, j->reps, &j->ms, &j->err)
+    j->rc = j->what ? flint_target_debug_tp_exchange(j->t, j->rows, j->reps, &j->ms, &j->err)
                     : flint_target_forward(j->t, &j->b, &j->err);
     return NULL;
 }

@@ -214,13 +214,13 @@ int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err) {
     return 0;
 }
 
-int flint_target_debug_all_reduce(flint_target *t, int rows, int reps, double *ms, flint_err *err) {
+int flint_target_debug_tp_exchange(flint_target *t, int rows, int reps, double *ms, flint_err *err) {
     struct flint_target_cuda *g = t->cuda;
     if (!g || !t->opts.tp)
-        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: the all-reduce timing needs a tensor parallel CUDA "
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: the exchange timing needs a tensor parallel CUDA "
                              "target");
     if (rows < 1 || rows > t->opts.max_rows || reps < 1)
-        return flint_err_set(err, FLINT_ERR_INVALID, "target: all-reduce timing of %d rows x %d reps", rows, reps);
+        return flint_err_set(err, FLINT_ERR_INVALID, "target: exchange timing of %d rows x %d reps", rows, reps);
     CUDA_OK(cudaSetDevice(g->device), "select device");
     const size_t n = (size_t)rows * t->cfg.hidden_size;
     cudaEvent_t e0, e1;

@@ -58,7 +58,7 @@ int flint_tp_nccl_open_rank(int n, int rank, int device, const unsigned char id[
 }
 void flint_tp_nccl_close(flint_tp_comm *comm) { (void)comm; }
 void flint_tp_nccl_abort(flint_tp_comm *comm) { (void)comm; }
-int flint_target_debug_all_reduce(flint_target *t, int rows, int reps, double *ms, flint_err *err) {
+int flint_target_debug_tp_exchange(flint_target *t, int rows, int reps, double *ms, flint_err *err) {
     (void)t, (void)rows, (void)reps, (void)ms;
     return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: no CUDA backend in this build");
 }

@@ -178,7 +178,7 @@ void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *in
 /* Benchmarks, tensor parallel CUDA only: reps exchanges of one row-parallel projection's partial
  * sums (rows x hidden floats per rank, all-gathered) on this rank's stream; *ms gets the mean time
  * of one. Every rank must call it at the same time. */
-int flint_target_debug_all_reduce(flint_target *t, int rows, int reps, double *ms, flint_err *err);
+int flint_target_debug_tp_exchange(flint_target *t, int rows, int reps, double *ms, flint_err *err);
 /* Device memory held by the CUDA forward (0 on the CPU). */
 size_t flint_target_device_bytes(const flint_target *t);
 /* The options as resolved at open (no zeros left: max_len, kv_blocks, n_threads filled in). */

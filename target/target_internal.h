@@ -68,7 +68,6 @@ void flint_target_cuda_free(flint_target *t);
 int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flint_err *err);
 /* tp_nccl.cu: collectives enqueued on a stream (a cudaStream_t), and a wait that polls NCCL's
  * error state and aborts the group on an error or after timeout_s instead of hanging. */
-int flint_tp_nccl_all_reduce(flint_tp_nccl *p, float *buf, size_t n, void *stream, flint_err *err);
 int flint_tp_nccl_all_gather(flint_tp_nccl *p, const float *local, float *all, size_t n_local, void *stream,
                              flint_err *err);
 int flint_tp_nccl_wait(flint_tp_nccl *p, void *stream, double timeout_s, flint_err *err);

@@ -1,6 +1,7 @@
 /* Tensor parallelism's collectives on the GPU through NCCL (DESIGN.md section 10), for the CUDA
- * forward: a communicator per rank, the all-reduce after the row-parallel projections and the
- * all-gather of the vocabulary-parallel LM head, enqueued on the forward's stream (so they are
+ * forward: a communicator per rank, the all-gathers of the row-parallel partial sums (added in a
+ * fixed order by the forward, so results do not depend on NCCL's reduction order) and of the
+ * vocabulary-parallel LM head, enqueued on the forward's stream (so they are
  * captured into its graphs like any kernel), and a wait that never hangs: it polls the stream and
  * NCCL's asynchronous error state and aborts the communicator on an error or a timeout, so a dead
  * or stuck rank stops the engine with a message.
@@ -220,14 +221,6 @@ void flint_tp_nccl_abort(flint_tp_comm *comm) {
     if (!p) return;
     p->failed = 1;
     flint_tp_nccl_close(comm);
-}
-
-int flint_tp_nccl_all_reduce(flint_tp_nccl *p, float *buf, size_t n, void *stream, flint_err *err) {
-    if (p->failed) return flint_err_set(err, FLINT_ERR_IO, "tensor parallel: rank %d: the group has failed", p->rank);
-    int rc = nccl.all_reduce(buf, buf, n, NCCL_FLOAT32, NCCL_SUM, p->comm, (cudaStream_t)stream);
-    if (rc != NCCL_SUCCESS && rc != NCCL_IN_PROGRESS)
-        return flint_err_set(err, FLINT_ERR_IO, "tensor parallel: rank %d: ncclAllReduce: %s", p->rank, nccl_str(rc));
-    return 0;
 }
 
 int flint_tp_nccl_all_gather(flint_tp_nccl *p, const float *local, float *all, size_t n_local, void *stream,
