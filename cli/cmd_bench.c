@@ -45,6 +45,10 @@ static void usage(FILE *f) {
             "  --tensor-parallel-size N    cuda: the target sharded over GPUs 0..N-1 through NCCL (dummy: all-reduce\n"
             "                              time per step measured alone too)\n"
             "  --baseline SCRIPT|none      the PyTorch baseline (default " FLINT_TOOLS_DIR "/torch_baseline.py)\n"
+            "  --gemm-pdl 0|1              cuda: programmatic dependent launch of the small-M GEMMs (default 1),\n"
+            "                              for A/B runs\n"
+            "  --profile                   engine mode: also time each phase of a step (prefill, draft, verify,\n"
+            "                              accept, encode, host), in a separate pass that waits for the GPU per phase\n"
             "  --threads N, --quiet, --log-level L\n");
 }
 

@@ -21,6 +21,7 @@ void flint_drafter_options_default(flint_drafter_options *o) {
     o->max_reqs = 64;
     o->max_rows = 0;
     o->n_threads = 0;
+    o->enforce_eager = 0;
 }
 
 const flint_drafter_config *flint_drafter_get_config(const flint_drafter *d) { return &d->cfg; }
@@ -320,5 +321,10 @@ void flint_drafter_close(flint_drafter *d) {
 const float *flint_drafter_device_q(const flint_drafter *d) {
     (void)d;
     return NULL;
+}
+
+void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info *info) {
+    (void)d;
+    memset(info, 0, sizeof *info);
 }
 #endif

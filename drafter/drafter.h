@@ -62,6 +62,10 @@ typedef struct flint_drafter_options {
                               * and draft run. CUDA needs the target on CUDA too (it shares the
                               * target's device embedding, LM head and stream); inputs and outputs
                               * of encode/draft stay host arrays. Numerics: forward_cuda.cu. */
+    int enforce_eager;       /* CUDA: 1 launches every kernel of encode and draft each call instead of
+                              * replaying captured graphs (same kernels, same results bit for bit);
+                              * 0 (default): graphs, except draft calls that want logits or
+                              * base_logits (tests), which always run eagerly */
 } flint_drafter_options;
 
 void flint_drafter_options_default(flint_drafter_options *o);
@@ -84,6 +88,13 @@ const char *flint_drafter_describe(const flint_drafter *d);
 typedef struct flint_drafter_ctx_batch {
     int n_rows;
     const float *taps;
+    /* CUDA drafter: the taps in device memory instead (taps NULL), [.][n_taps][hidden] fp32 (the
+     * target's device view after a taps_on_device forward); row r reads row src_rows[r] of it
+     * (src_rows NULL: row r; src_rows only with taps_device), so the rows a step commits are
+     * encoded where the verify left them.
+     * The call then returns without waiting for the GPU. */
+    const float *taps_device;
+    const int32_t *src_rows;
     const int32_t *pos;
     const int32_t *row_seq;
     int n_seqs;
@@ -125,6 +136,15 @@ const float *flint_drafter_device_q(const flint_drafter *d);
 
 int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
                         const int32_t *const *block_tables, int n_seqs, flint_drafter_out *out, flint_err *err);
+
+/* Captured graphs of the CUDA drafter (zeros on the CPU): how many are held now (encode and draft
+ * together), how many captures were made since open and the seconds they took. */
+typedef struct flint_drafter_graph_info {
+    int n_graphs;
+    long n_captures;
+    double capture_s;
+} flint_drafter_graph_info;
+void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info *info);
 
 #ifdef __cplusplus
 }

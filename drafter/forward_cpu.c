@@ -36,8 +36,14 @@ int flint_drafter_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, fli
     int R = b->n_rows, H = c->hidden_size, hd = c->head_dim, half = hd / 2, nt = d->n_threads;
     if (R < 1 || R > d->opts.max_rows)
         return flint_err_set(err, FLINT_ERR_INVALID, "drafter encode: n_rows %d is outside 1..%d", R, d->opts.max_rows);
-    if (!b->taps || !b->pos || !b->row_seq || !b->block_tables || b->n_seqs < 1)
-        return flint_err_set(err, FLINT_ERR_INVALID, "drafter encode: taps, pos, row_seq and block tables are required");
+    if (!(b->taps || (b->taps_device && d->cuda)) || !b->pos || !b->row_seq || !b->block_tables || b->n_seqs < 1)
+        return flint_err_set(err, FLINT_ERR_INVALID, "drafter encode: taps (device taps only with the CUDA drafter), "
+                             "pos, row_seq and block tables are required");
+    if (b->src_rows && !b->taps_device)
+        return flint_err_set(err, FLINT_ERR_INVALID, "drafter encode: src_rows go with device taps only");
+    for (int r = 0; b->src_rows && r < R; r++)
+        if (b->src_rows[r] < 0)
+            return flint_err_set(err, FLINT_ERR_INVALID, "drafter encode: row %d: source row %d", r, b->src_rows[r]);
     for (int r = 0; r < R; r++) {
         if (b->pos[r] < 0 || b->pos[r] >= d->max_len)
             return flint_err_set(err, FLINT_ERR_INVALID, "drafter encode: row %d: position %d is outside 0..%d", r,

@@ -7,13 +7,14 @@
  *
  * Memory: one cudaMalloc made at open and carved into bf16 weights (q|k|v and gate|up fused per
  * layer, as the target's), the bf16 context K/V pool (the CPU's block layout, sized like the
- * CPU drafter's: the target's block ids), fp32 RoPE tables, and scratch for max_rows encode rows
- * and max_reqs x block_size draft rows. The embedding and LM head are the target's device
- * tensors unless the checkpoint has its own. Work runs on the target's stream. Per call the
- * small arrays (tokens, positions, block tables, per-request sampling parameters) travel in one
- * copy from a pinned staging block; taps come up and results go down as host arrays, with one
- * stream synchronisation at the end. encode_device / backbone_device / markov_device take device
- * pointers only, so a device-resident step (taps and outputs left on the GPU) can call them
+ * CPU drafter's: the target's block ids, plus one sink block for padded rows, below), fp32 RoPE
+ * tables, and scratch for max_rows encode rows and max_reqs x block_size draft rows. The
+ * embedding and LM head are the target's device tensors unless the checkpoint has its own. Work
+ * runs on the target's stream. Per call the small arrays (tokens, positions, block tables,
+ * per-request sampling parameters) travel in one copy from a pinned staging block; taps come up
+ * and results go down as host arrays, with one stream synchronisation at the end.
+ * encode_device / backbone_device / markov_device take device pointers only, so a
+ * device-resident step (taps and outputs left on the GPU) can call them
  * without the host staging.
  *
  * Draft, per call: one backbone forward over the n_reqs x B block rows ([anchor, MASK..], the
@@ -35,13 +36,26 @@
  * the bf16 rounding of activations (bounded in the test by 5% of the row's logit scale + 0.05, as
  * the target's CUDA forward); the Markov bias itself only by fp32 summation order. A reduced
  * vocabulary's greedy ties go to the lowest target id (the CPU: the lowest draft id; the same
- * for the usual increasing d2t). */
+ * for the usual increasing d2t).
+ *
+ * Graphs (as the target's forward_graph): encode and draft replay captured CUDA graphs, one per
+ * launch shape, so a call costs a few copies and one graph launch instead of ~20 (encode) or ~75
+ * (draft) kernel launches. The shape: encode rows padded to a bucket and the taps' source pointer;
+ * draft requests padded to a bucket, the Markov step count, the attention bound rounded up to a
+ * power of two and whether q is written. Kernels read the batch from the device mirror of the
+ * pinned staging block (fixed addresses, uploaded before the launch, outside the graph). Padded
+ * rows and requests use a sink: one context K/V block past the pool (id = the target's kv_blocks)
+ * and a staged table of only that id, so an encode's padded rows write their K/V there, and a
+ * padded request sits at position 0 (no context) with anchor 0, greedy. Every kernel is batch
+ * invariant, so the real rows' results are the eager launches' bits. Calls that want logits or
+ * base logits (tests) and enforce_eager run the same kernels eagerly, unpadded. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/arena.h"
 #include "target/cuda_common.cuh"
@@ -73,8 +87,18 @@ static void launch_check(const char *what) {
 /* bf2f, f2bf: target/cuda_common.cuh (the same rounding as the host and the target's kernels) */
 
 static __global__ void to_bf16_kernel(uint16_t *out, const float *in, size_t n) {
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         out[i] = f2bf(in[i]);
+}
+
+/* Row r of out = bf16 of row src[r] of in (n floats a row): the committed rows of a verify,
+ * gathered where the target's forward left their taps. */
+static __global__ void gather_bf16_kernel(uint16_t *out, const float *in, const int32_t *src, int n) {
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    const float *row = in + (size_t)src[blockIdx.x] * n;
+    uint16_t *o = out + (size_t)blockIdx.x * n;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = f2bf(row[i]);
 }
 
 void flint_drafter_cuda_to_bf16(uint16_t *out, const float *in, size_t n, void *s) {
@@ -105,6 +129,7 @@ static __global__ void __launch_bounds__(CONF_THREADS)
 markov_conf_kernel(uint16_t *e, int r, const uint16_t *w1, const int32_t *anchor, const int32_t *prev_tok, float *conf,
                    int ld_conf, int k, const float *conf_w, float conf_b, int conf_markov, const uint16_t *hfin,
                    size_t ld_hfin, int H) {
+    pdl_trigger(); /* the Markov GEMM after this kernel may start streaming its weights */
     __shared__ float part[CONF_THREADS / 32];
     const int i = blockIdx.x;
     const int32_t prev = prev_tok ? prev_tok[i] : anchor[i];
@@ -167,10 +192,34 @@ typedef struct par_layout {
     size_t tok, pos, row_seq;          /* draft rows [max_reqs * B] int32 */
     size_t anchor, greedy, temp, seed; /* [max_reqs] int32, int32, float, uint64 */
     size_t spos;                       /* [max_draft][n_reqs] int64: position of x_k */
-    size_t e_pos, e_row_seq;           /* encode rows [max_rows] int32 */
-    size_t tables;                     /* [max_tables][bt_stride] int32 */
+    size_t e_pos, e_row_seq, e_src;    /* encode rows [max_rows] int32 */
+    size_t tables;                     /* [max_tables + 1][bt_stride] int32: the call's tables, then
+                                        * (at index max_tables, written once at open) the sink's */
     size_t bytes;
 } par_layout;
+
+/* A captured encode or draft: what its graph bakes in (unused fields 0; compared with memcmp, so
+ * keys are memset first). */
+typedef struct dgraph_key {
+    int rows;          /* encode: padded rows; draft: padded requests */
+    int n_steps;       /* draft: Markov steps (the most drafts a request of the call wants) */
+    int ctx;           /* draft: the attention bound */
+    int with_q;        /* draft: q written (out->q or q_on_device) */
+    const float *taps; /* encode: the fp32 taps the gather reads (the caller's device taps or g->taps) */
+} dgraph_key;
+
+typedef struct dgraph_entry {
+    dgraph_key key;
+    cudaGraphExec_t exec;
+    uint64_t used;
+} dgraph_entry;
+
+#define DGRAPH_POOL 64 /* per kind; the least recently used is evicted */
+
+typedef struct dgraph_pool {
+    dgraph_entry e[DGRAPH_POOL];
+    int n;
+} dgraph_pool;
 
 struct flint_drafter_cuda {
     void *base; /* the one device allocation */
@@ -184,7 +233,8 @@ struct flint_drafter_cuda {
     float *conf_w; /* fp32 [H (+ r)], NULL without the head */
     float conf_b;
     int32_t *t2d;  /* [vocab] draft index of a target id, -1 outside a reduced vocabulary; NULL if full */
-    uint16_t *k_cache, *v_cache; /* [n_layers][kv_layer_floats] bf16 */
+    uint16_t *k_cache, *v_cache; /* [n_layers][kv_stride] bf16 */
+    size_t kv_stride;            /* one layer's pool: the target's kv_blocks blocks + the sink block */
     float *rope_cos, *rope_sin;  /* [max_len + B][head_dim / 2] */
     /* encode scratch, max_rows rows */
     float *taps, *ctx, *ckv;
@@ -202,10 +252,16 @@ struct flint_drafter_cuda {
     /* host */
     par_layout pl;
     char *hpar;                 /* pinned */
+    cudaEvent_t staged;         /* the last upload of hpar has left it (encode returns without waiting) */
     int32_t *h_toks;            /* pinned [max_draft][max_reqs] */
     float *h_conf;              /* pinned [max_reqs][max_draft] */
     int32_t *h_seq_map;         /* [max_tables] caller sequence of each renumbered one */
     int qkv_dim, bt_stride, max_tables, R_max;
+    /* captured graphs (encode, draft) and their cost */
+    dgraph_pool enc_graphs, draft_graphs;
+    uint64_t tick;
+    long n_captures;
+    double capture_s;
 };
 
 #define HP(g, f, type) ((type *)((g)->hpar + (g)->pl.f))
@@ -233,7 +289,8 @@ static void layout_params(const flint_drafter *d, const struct flint_drafter_cud
     p->spos = bump(&at, 8 * Q * (size_t)d->cfg.max_draft);
     p->e_pos = bump(&at, 4 * C);
     p->e_row_seq = bump(&at, 4 * C);
-    p->tables = bump(&at, 4 * (size_t)g->max_tables * g->bt_stride);
+    p->e_src = bump(&at, 4 * C);
+    p->tables = bump(&at, 4 * ((size_t)g->max_tables + 1) * g->bt_stride);
     p->bytes = at;
 }
 
@@ -243,29 +300,31 @@ static void carve(const flint_drafter *d, struct flint_drafter_cuda *g, flint_ar
     size_t H = c->hidden_size, I = d->ni, V = c->vocab_size, Vd = c->draft_vocab_size, r = c->markov_rank;
     size_t hd = c->head_dim, B = c->block_size, K = c->max_draft, Q = d->opts.max_reqs, C = d->opts.max_rows;
     size_t R = (size_t)g->R_max, L = (size_t)d->max_len + B, nT = c->n_taps, kvd = d->kv_dim, qkv = g->qkv_dim;
-    g->own_embed = own_embed ? DNEW(a, uint16_t, V * H) : NULL;
-    g->own_head = own_head ? DNEW(a, uint16_t, Vd * H) : NULL;
-    g->fc = DNEW(a, uint16_t, H * nT * H);
+    /* GEMM weights and the embedding are packed as the target's (target/ops_cuda.h); W1 is read by row */
+    const int iH = (int)H;
+    g->own_embed = own_embed ? DNEW(a, uint16_t, flint_cuda_gemm_packed_elems((int)V, iH)) : NULL;
+    g->own_head = own_head ? DNEW(a, uint16_t, flint_cuda_gemm_packed_elems((int)Vd, iH)) : NULL;
+    g->fc = DNEW(a, uint16_t, flint_cuda_gemm_packed_elems(iH, (int)(nT * H)));
     g->hidden_norm = DNEW(a, uint16_t, H);
     g->final_norm = DNEW(a, uint16_t, H);
     g->w1 = r ? DNEW(a, uint16_t, V * r) : NULL;
-    g->w2 = r ? DNEW(a, uint16_t, Vd * r) : NULL;
+    g->w2 = r ? DNEW(a, uint16_t, flint_cuda_gemm_packed_elems((int)Vd, (int)r)) : NULL;
     g->conf_w = c->has_confidence ? DNEW(a, float, H + (c->confidence_with_markov ? r : 0)) : NULL;
     g->t2d = Vd != V ? DNEW(a, int32_t, V) : NULL;
     g->lt = Vd != V ? DNEW(a, float, Q * V) : NULL;
     for (int l = 0; l < c->n_layers; l++) {
         dlayer *ly = &g->layers[l];
         ly->attn_norm = DNEW(a, uint16_t, H);
-        ly->wqkv = DNEW(a, uint16_t, qkv * H);
+        ly->wqkv = DNEW(a, uint16_t, flint_cuda_gemm_packed_elems((int)qkv, iH));
         ly->q_norm = DNEW(a, uint16_t, hd);
         ly->k_norm = DNEW(a, uint16_t, hd);
-        ly->wo = DNEW(a, uint16_t, H * (size_t)d->q_dim);
+        ly->wo = DNEW(a, uint16_t, flint_cuda_gemm_packed_elems(iH, d->q_dim));
         ly->mlp_norm = DNEW(a, uint16_t, H);
-        ly->w_gate_up = DNEW(a, uint16_t, 2 * I * H);
-        ly->w_down = DNEW(a, uint16_t, H * I);
+        ly->w_gate_up = DNEW(a, uint16_t, flint_cuda_gemm_packed_elems(2 * (int)I, iH));
+        ly->w_down = DNEW(a, uint16_t, flint_cuda_gemm_packed_elems(iH, (int)I));
     }
-    g->k_cache = DNEW(a, uint16_t, d->kv_layer_floats * c->n_layers);
-    g->v_cache = DNEW(a, uint16_t, d->kv_layer_floats * c->n_layers);
+    g->k_cache = DNEW(a, uint16_t, g->kv_stride * c->n_layers);
+    g->v_cache = DNEW(a, uint16_t, g->kv_stride * c->n_layers);
     g->rope_cos = DNEW(a, float, L * hd / 2);
     g->rope_sin = DNEW(a, float, L * hd / 2);
     g->taps = DNEW(a, float, C * nT * H);
@@ -293,6 +352,11 @@ static void carve(const flint_drafter *d, struct flint_drafter_cuda *g, flint_ar
 static int upload(uint16_t *dst, const float *src, size_t n, uint16_t *stage, size_t stage_n, flint_err *err) {
     return flint_cuda_upload_bf16(dst, src, n, stage, stage_n, err);
 }
+/* a GEMM weight [N][K], packed on the way */
+static int upload_w(uint16_t *dst, const float *src, size_t N, size_t K, uint16_t *stage, size_t stage_n,
+                    flint_err *err) {
+    return flint_cuda_upload_packed(dst, src, (int)N, (int)K, stage, stage_n, err);
+}
 
 static int upload_weights(flint_drafter *d, struct flint_drafter_cuda *g, flint_err *err) {
     const flint_drafter_config *c = &d->cfg;
@@ -300,22 +364,23 @@ static int upload_weights(flint_drafter *d, struct flint_drafter_cuda *g, flint_
     size_t H = c->hidden_size, I = d->ni, V = c->vocab_size, Vd = c->draft_vocab_size, r = c->markov_rank;
     size_t hd = c->head_dim, qd = d->q_dim, kvd = d->kv_dim, sn = (size_t)1 << 22;
     uint16_t *st = (uint16_t *)flint_xmalloc(sn * sizeof(uint16_t));
-    int rc = (g->own_embed && upload(g->own_embed, w->embed, V * H, st, sn, err)) ||
-             (g->own_head && upload(g->own_head, w->lm_head, Vd * H, st, sn, err)) ||
-             upload(g->fc, w->fc, H * c->n_taps * H, st, sn, err) ||
+    int rc = (g->own_embed && upload_w(g->own_embed, w->embed, V, H, st, sn, err)) ||
+             (g->own_head && upload_w(g->own_head, w->lm_head, Vd, H, st, sn, err)) ||
+             upload_w(g->fc, w->fc, H, c->n_taps * H, st, sn, err) ||
              upload(g->hidden_norm, w->hidden_norm, H, st, sn, err) ||
              upload(g->final_norm, w->final_norm, H, st, sn, err) ||
              (r && (upload(g->w1, w->markov_w1, V * r, st, sn, err) ||
-                    upload(g->w2, w->markov_w2, Vd * r, st, sn, err)));
+                    upload_w(g->w2, w->markov_w2, Vd, r, st, sn, err)));
     for (int l = 0; !rc && l < c->n_layers; l++) {
         const flint_drafter_layer *h = &w->layers[l];
         dlayer *ly = &g->layers[l];
-        rc = upload(ly->attn_norm, h->attn_norm, H, st, sn, err) || upload(ly->wqkv, h->wq, qd * H, st, sn, err) ||
-             upload(ly->wqkv + qd * H, h->wkv, 2 * kvd * H, st, sn, err) ||
+        /* q rows, then k|v rows from packed row q_dim (a multiple of 16, checked at init) */
+        rc = upload(ly->attn_norm, h->attn_norm, H, st, sn, err) || upload_w(ly->wqkv, h->wq, qd, H, st, sn, err) ||
+             upload_w(ly->wqkv + flint_cuda_gemm_packed_offset((int)qd, (int)H), h->wkv, 2 * kvd, H, st, sn, err) ||
              upload(ly->q_norm, h->q_norm, hd, st, sn, err) || upload(ly->k_norm, h->k_norm, hd, st, sn, err) ||
-             upload(ly->wo, h->wo, H * qd, st, sn, err) || upload(ly->mlp_norm, h->mlp_norm, H, st, sn, err) ||
-             upload(ly->w_gate_up, h->w_gate_up, 2 * I * H, st, sn, err) ||
-             upload(ly->w_down, h->w_down, H * I, st, sn, err);
+             upload_w(ly->wo, h->wo, H, qd, st, sn, err) || upload(ly->mlp_norm, h->mlp_norm, H, st, sn, err) ||
+             upload_w(ly->w_gate_up, h->w_gate_up, 2 * I, H, st, sn, err) ||
+             upload_w(ly->w_down, h->w_down, H, I, st, sn, err);
     }
     free(st);
     if (rc) return -1;
@@ -356,6 +421,9 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
         return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter (CUDA): the target has no device embedding, LM head "
                              "or stream to share");
     long R_max = (long)d->opts.max_reqs * c->block_size;
+    if (d->q_dim % 16) /* the k|v rows of the fused packed q|k|v weight start at a tile row */
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter (CUDA): query width %d (heads x head_dim) must be a "
+                             "multiple of 16", d->q_dim);
     if (c->n_heads / c->n_kv_heads > FLINT_CUDA_ATTN_MAX_GROUP || c->head_dim > FLINT_CUDA_ATTN_MAX_HEAD_DIM ||
         c->head_dim % 8 || c->hidden_size % 8 || c->intermediate_size % 8 || R_max > 65535)
         return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter (CUDA): head_dim %d, %d query heads per KV head, "
@@ -374,6 +442,8 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
     g->bt_stride = (d->max_len + d->block - 1) / d->block;
     g->max_tables = d->opts.max_reqs > d->opts.max_rows ? d->opts.max_reqs : d->opts.max_rows;
     g->R_max = (int)R_max;
+    /* one block past the pool: the sink where padded rows of a captured encode write their K/V */
+    g->kv_stride = d->kv_layer_floats + (size_t)d->block * d->kv_dim;
     layout_params(d, g, &g->pl);
     flint_arena m;
     flint_arena_init_from(&m, NULL, SIZE_MAX);
@@ -395,7 +465,23 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
     g->h_toks = (int32_t *)(g->hpar + ((g->pl.bytes + 15) & ~(size_t)15));
     g->h_conf = (float *)(g->h_toks + K * Q);
     g->h_seq_map = (int32_t *)flint_xmalloc(sizeof(int32_t) * (size_t)g->max_tables);
+    CUDA_OK(cudaEventCreateWithFlags(&g->staged, cudaEventDisableTiming), "event");
+    /* the staging block starts defined, with the sink's table (every entry the sink block id) in
+     * the slot past the call tables; calls upload only a prefix ending before it, so the device
+     * copy made here stays */
+    memset(g->hpar, 0, g->pl.bytes);
+    int32_t *sink = HP(g, tables, int32_t) + (size_t)g->max_tables * g->bt_stride;
+    for (int i = 0; i < g->bt_stride; i++) sink[i] = d->n_blocks;
+    CUDA_OK(cudaMemcpy(g->dpar, g->hpar, g->pl.bytes, cudaMemcpyHostToDevice), "staging block");
     if (upload_weights(d, g, err)) return -1;
+    /* the draft sampler sets its kernel's shared-memory limit on first use (sampler_cuda.cu): do
+     * that here, once, with a greedy row over zeros (the staged temperature is 0), so it never
+     * happens inside a graph capture */
+    CUDA_OK(cudaMemsetAsync(g->q, 0, sizeof(float) * (size_t)c->vocab_size, g->stream), "sampler warm-up");
+    flint_cuda_draft_sample(g->toks, NULL, 0, g->q, c->vocab_size, 1, c->vocab_size, DP(g, temp, float),
+                            DP(g, greedy, int32_t), DP(g, seed, uint64_t), DP(g, spos, int64_t), g->smp,
+                            (flint_cuda_stream_s)g->stream);
+    CUDA_OK(cudaStreamSynchronize(g->stream), "sampler warm-up");
     /* cudaMemcpy from pageable memory may return before its DMA lands, and the target's stream
      * does not wait for the legacy stream: finish the uploads before the first call */
     CUDA_OK(cudaDeviceSynchronize(), "weight upload");
@@ -408,8 +494,15 @@ void flint_drafter_cuda_free(flint_drafter *d) {
     struct flint_drafter_cuda *g = d->cuda;
     if (!g) return;
     cudaSetDevice(g->device);
-    if (g->base) cudaFree(g->base); /* every call ended with a synchronisation: nothing is in flight */
+    /* an in-flight graph is freed when it completes; cudaFree waits for the device (an encode of
+     * device taps returns without waiting) */
+    for (int i = 0; i < g->enc_graphs.n; i++) cudaGraphExecDestroy(g->enc_graphs.e[i].exec);
+    for (int i = 0; i < g->draft_graphs.n; i++) cudaGraphExecDestroy(g->draft_graphs.e[i].exec);
+    if (g->n_captures)
+        flint_log_info("drafter (CUDA): %ld encode/draft graphs captured in %.3f s", g->n_captures, g->capture_s);
+    if (g->base) cudaFree(g->base);
     if (g->hpar) cudaFreeHost(g->hpar);
+    if (g->staged) cudaEventDestroy(g->staged);
     free(g->layers);
     free(g->h_seq_map);
     free(g);
@@ -420,22 +513,21 @@ size_t flint_drafter_cuda_bytes(const flint_drafter *d) { return d->cuda ? d->cu
 
 /* ==== Device-pointer stages (a device-resident step calls these directly) ==== */
 
-/* taps [R][n_taps H] fp32 -> fc -> hidden_norm -> per layer K = RoPE(k_norm(Wk ctx)), V = Wv ctx
+/* g->taps_b [R][n_taps H] (bf16, filled by the caller) -> fc -> hidden_norm -> per layer K = RoPE(k_norm(Wk ctx)), V = Wv ctx
  * into the context pool at pos[r] of sequence row_seq[r] (tables [.][bt_stride]). */
-static void encode_device(flint_drafter *d, int R, const float *taps, const int32_t *pos, const int32_t *row_seq,
-                          const int32_t *tables) {
+static void encode_device(flint_drafter *d, int R, const int32_t *pos, const int32_t *row_seq, const int32_t *tables) {
     const flint_drafter_config *c = &d->cfg;
     struct flint_drafter_cuda *g = d->cuda;
     flint_cuda_stream s = (flint_cuda_stream)g->stream;
     int H = c->hidden_size, nTH = c->n_taps * c->hidden_size, kvd = d->kv_dim;
-    flint_drafter_cuda_to_bf16(g->taps_b, taps, (size_t)R * nTH, g->stream);
     flint_cuda_gemm_tc(g->ctx, H, g->taps_b, nTH, g->fc, R, H, nTH, 0, s);
     flint_cuda_rmsnorm(g->ctxn, H, g->ctx, H, NULL, g->hidden_norm, R, H, c->rms_norm_eps, s);
     for (int l = 0; l < c->n_layers; l++) {
         const dlayer *ly = &g->layers[l];
-        uint16_t *kc = g->k_cache + (size_t)l * d->kv_layer_floats, *vc = g->v_cache + (size_t)l * d->kv_layer_floats;
+        uint16_t *kc = g->k_cache + (size_t)l * g->kv_stride, *vc = g->v_cache + (size_t)l * g->kv_stride;
         /* the k|v rows of the fused q|k|v weight: context rows need no query */
-        flint_cuda_gemm_tc(g->ckv, 2 * kvd, g->ctxn, H, ly->wqkv + (size_t)d->q_dim * H, R, 2 * kvd, H, 0, s);
+        flint_cuda_gemm_tc(g->ckv, 2 * kvd, g->ctxn, H, ly->wqkv + flint_cuda_gemm_packed_offset(d->q_dim, H), R,
+                           2 * kvd, H, 0, s);
         flint_cuda_qk_norm_rope(g->ckv, 2 * kvd, R, d->nkv, ly->k_norm, 0, NULL, c->head_dim, c->rms_norm_eps,
                                 g->rope_cos, g->rope_sin, pos, s);
         flint_cuda_kv_store(kc, vc, g->ckv, g->ckv + kvd, 2 * kvd, pos, row_seq, tables, g->bt_stride, R, d->nkv,
@@ -466,8 +558,8 @@ static void backbone_device(flint_drafter *d, int n_reqs, int max_ctx, const int
         a.ldq = qkv;
         a.out = g->att;
         a.ldo = qd;
-        a.k_cache = g->k_cache + (size_t)l * d->kv_layer_floats;
-        a.v_cache = g->v_cache + (size_t)l * d->kv_layer_floats;
+        a.k_cache = g->k_cache + (size_t)l * g->kv_stride;
+        a.v_cache = g->v_cache + (size_t)l * g->kv_stride;
         a.block_tables = tables;
         a.bt_stride = g->bt_stride;
         a.row_seq = row_seq;
@@ -541,24 +633,133 @@ static int stage_table(struct flint_drafter_cuda *g, int *n_used, int32_t seq, c
 static int upload_params(struct flint_drafter_cuda *g, int n_used, flint_err *err) {
     size_t n = g->pl.tables + sizeof(int32_t) * (size_t)n_used * g->bt_stride;
     CUDA_OK(cudaMemcpyAsync(g->dpar, g->hpar, n, cudaMemcpyHostToDevice, g->stream), "batch upload");
+    CUDA_OK(cudaEventRecord(g->staged, g->stream), "event");
     return 0;
 }
 
+/* ==== Captured graphs ==== */
+
+/* Rows (encode) or requests (draft) a captured call is padded to: exact up to 8 (the common small
+ * calls get their own graph), then the next power of two; capped at cap (the scratch's size). */
+static int pad_bucket(int n, int cap) {
+    int b = n <= 8 ? n : 16;
+    while (b < n) b *= 2;
+    return b < cap ? b : cap;
+}
+
+/* Every kernel of one encode over k->rows rows, reading the taps at k->taps (rows picked by the
+ * staged source rows) and the batch from the device staging block: what an encode graph captures,
+ * and the eager path. One gather for host and device taps (host taps were copied to g->taps with
+ * source row r = r): bf16 of the same value either way. */
+static void launch_encode(flint_drafter *d, const dgraph_key *k) {
+    struct flint_drafter_cuda *g = d->cuda;
+    const int nTH = d->cfg.n_taps * d->cfg.hidden_size;
+    gather_bf16_kernel<<<k->rows, 256, 0, g->stream>>>(g->taps_b, k->taps, DP(g, e_src, int32_t), nTH);
+    launch_check("gather_bf16");
+    encode_device(d, k->rows, DP(g, e_pos, int32_t), DP(g, e_row_seq, int32_t), DP(g, tables, int32_t));
+}
+
+/* Every kernel of one draft over k->rows requests (backbone, then k->n_steps Markov steps): what a
+ * draft graph captures. The eager path runs the same two stages with the base logits' download
+ * between them. */
+static void launch_draft(flint_drafter *d, const dgraph_key *k) {
+    struct flint_drafter_cuda *g = d->cuda;
+    backbone_device(d, k->rows, k->ctx, DP(g, tok, int32_t), DP(g, pos, int32_t), DP(g, row_seq, int32_t),
+                    DP(g, tables, int32_t));
+    markov_device(d, k->rows, k->n_steps, DP(g, anchor, int32_t), DP(g, greedy, int32_t), DP(g, temp, float),
+                  DP(g, seed, uint64_t), DP(g, spos, int64_t), k->with_q ? g->q : NULL);
+}
+
+typedef void (*launch_fn)(flint_drafter *d, const dgraph_key *k);
+
+/* The graph of pool p for this key: found, or captured now from launch (evicting the least
+ * recently used entry of p), as the target's forward_graph. */
+static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, launch_fn launch, cudaGraphExec_t *out,
+                      flint_err *err) {
+    struct flint_drafter_cuda *g = d->cuda;
+    for (int i = 0; i < p->n; i++)
+        if (!memcmp(&p->e[i].key, k, sizeof *k)) {
+            p->e[i].used = ++g->tick;
+            *out = p->e[i].exec;
+            return 0;
+        }
+    int slot = p->n;
+    if (slot == DGRAPH_POOL) {
+        slot = 0;
+        for (int i = 1; i < DGRAPH_POOL; i++)
+            if (p->e[i].used < p->e[slot].used) slot = i;
+        cudaGraphExecDestroy(p->e[slot].exec); /* an in-flight launch of it completes first */
+        p->e[slot].exec = NULL;
+        p->e[slot].key.rows = -1; /* matches nothing until refilled */
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cudaGraph_t graph = NULL;
+    CUDA_OK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "drafter graph capture");
+    launch(d, k); /* launchers abort on a launch error, as eagerly */
+    cudaError_t ce = cudaStreamEndCapture(g->stream, &graph);
+    CUDA_OK(ce, "drafter graph capture");
+    cudaGraphExec_t exec = NULL;
+    ce = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CUDA_OK(ce, "drafter graph instantiate");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    g->capture_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    g->n_captures++;
+    p->e[slot].key = *k;
+    p->e[slot].exec = exec;
+    p->e[slot].used = ++g->tick;
+    if (slot == p->n) p->n++;
+    *out = exec;
+    return 0;
+}
+
+void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info *info) {
+    memset(info, 0, sizeof *info);
+    const struct flint_drafter_cuda *g = d->cuda;
+    if (!g) return;
+    info->n_graphs = g->enc_graphs.n + g->draft_graphs.n;
+    info->n_captures = g->n_captures;
+    info->capture_s = g->capture_s;
+}
+
+/* ==== Encode and draft ==== */
+
+/* A captured encode pads the rows to a bucket: padded rows sit at position 0 of the sink table
+ * (so their K/V land in the sink block past the pool) and gather the taps of real row 0's source
+ * (a row that exists). */
 int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err) {
     struct flint_drafter_cuda *g = d->cuda;
     const flint_drafter_config *c = &d->cfg;
     CUDA_OK(cudaSetDevice(g->device), "select device");
+    CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
+    const int graphed = !d->opts.enforce_eager;
     int R = b->n_rows, n_used = 0;
-    int32_t *pos = HP(g, e_pos, int32_t), *rs = HP(g, e_row_seq, int32_t);
+    dgraph_key k;
+    memset(&k, 0, sizeof k);
+    k.rows = graphed ? pad_bucket(R, d->opts.max_rows) : R;
+    k.taps = b->taps_device ? b->taps_device : g->taps;
+    int32_t *pos = HP(g, e_pos, int32_t), *rs = HP(g, e_row_seq, int32_t), *src = HP(g, e_src, int32_t);
     for (int r = 0; r < R; r++) {
         pos[r] = b->pos[r];
+        src[r] = b->src_rows ? b->src_rows[r] : r;
         rs[r] = stage_table(g, &n_used, b->row_seq[r], b->block_tables[b->row_seq[r]], b->pos[r] / d->block + 1);
     }
+    for (int r = R; r < k.rows; r++) pos[r] = 0, src[r] = src[0], rs[r] = g->max_tables;
     if (upload_params(g, n_used, err)) return -1;
-    CUDA_OK(cudaMemcpyAsync(g->taps, b->taps, sizeof(float) * (size_t)R * c->n_taps * c->hidden_size,
-                            cudaMemcpyHostToDevice, g->stream), "taps upload");
-    encode_device(d, R, g->taps, DP(g, e_pos, int32_t), DP(g, e_row_seq, int32_t), DP(g, tables, int32_t));
-    CUDA_OK(cudaStreamSynchronize(g->stream), "encode");
+    const int nTH = c->n_taps * c->hidden_size;
+    if (!b->taps_device) /* outside the graph: it reads g->taps */
+        CUDA_OK(cudaMemcpyAsync(g->taps, b->taps, sizeof(float) * (size_t)R * nTH, cudaMemcpyHostToDevice, g->stream),
+                "taps upload");
+    if (graphed) {
+        cudaGraphExec_t exec = NULL;
+        if (dgraph_get(d, &g->enc_graphs, &k, launch_encode, &exec, err)) return -1;
+        CUDA_OK(cudaGraphLaunch(exec, g->stream), "encode graph launch");
+    } else {
+        launch_encode(d, &k);
+    }
+    if (b->taps_device) CUDA_OK(cudaGetLastError(), "encode");
+    else CUDA_OK(cudaStreamSynchronize(g->stream), "encode"); /* the caller may reuse its taps */
     return 0;
 }
 
@@ -584,49 +785,73 @@ static int download_rows(float *dst, size_t dst_pitch, const float *src, size_t 
     return 0;
 }
 
+/* A captured draft pads the requests to a bucket (np of them): padded requests draft from anchor 0
+ * at position 0 (no context is read) of the sink table, greedy, so they write no q; every array
+ * laid out by the request count (toks [n_steps][np], spos [max_draft][np]) uses np, here and in
+ * the reads after the launch. Calls that want logits or base logits run eagerly (np = n_reqs). */
 int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs, const int32_t *const *bts,
                              int n_seqs, flint_drafter_out *out, flint_err *err) {
     struct flint_drafter_cuda *g = d->cuda;
     const flint_drafter_config *c = &d->cfg;
     CUDA_OK(cudaSetDevice(g->device), "select device");
+    CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
     int B = c->block_size, K = c->max_draft, V = c->vocab_size, Vd = c->draft_vocab_size;
     int first = c->layout == FLINT_DRAFT_FILL_IN ? 1 : 0;
     int n_used = 0, max_ctx = 1, n_steps = 0;
     (void)n_seqs;
+    const int graphed = !d->opts.enforce_eager && !out->logits && !out->base_logits;
+    const int np = graphed ? pad_bucket(n_reqs, d->opts.max_reqs) : n_reqs;
     int32_t *tok = HP(g, tok, int32_t), *pos = HP(g, pos, int32_t), *rs = HP(g, row_seq, int32_t);
     int32_t *anchor = HP(g, anchor, int32_t), *greedy = HP(g, greedy, int32_t);
     float *temp = HP(g, temp, float);
     uint64_t *seed = HP(g, seed, uint64_t);
     int64_t *spos = HP(g, spos, int64_t);
-    for (int i = 0; i < n_reqs; i++) {
-        const flint_drafter_req *q = &reqs[i];
-        int P = q->pos;
+    for (int i = 0; i < np; i++) {
+        const flint_drafter_req *q = i < n_reqs ? &reqs[i] : NULL;
+        int P = q ? q->pos : 0;
         /* blocks covering the context positions 0..P-1 */
-        int si = stage_table(g, &n_used, q->seq, bts[q->seq], (P + d->block - 1) / d->block);
+        int si = q ? stage_table(g, &n_used, q->seq, bts[q->seq], (P + d->block - 1) / d->block) : g->max_tables;
         for (int j = 0; j < B; j++) {
-            tok[i * B + j] = j ? c->mask_token_id : q->anchor;
+            tok[i * B + j] = j ? c->mask_token_id : q ? q->anchor : 0;
             pos[i * B + j] = P + j;
             rs[i * B + j] = si;
         }
-        anchor[i] = q->anchor;
-        greedy[i] = q->greedy || q->temperature == 0.0f;
+        anchor[i] = q ? q->anchor : 0;
+        greedy[i] = q ? q->greedy || q->temperature == 0.0f : 1;
         temp[i] = greedy[i] ? 1.0f : q->temperature;
-        seed[i] = q->seed;
-        for (int k = 0; k < K; k++) spos[(size_t)k * n_reqs + i] = (int64_t)P + 1 + k;
+        seed[i] = q ? q->seed : 0;
+        for (int k = 0; k < K; k++) spos[(size_t)k * np + i] = (int64_t)P + 1 + k;
+        if (!q) continue;
         if (P + B > max_ctx) max_ctx = P + B;
         if (q->n_draft > n_steps) n_steps = q->n_draft;
     }
     if (upload_params(g, n_used, err)) return -1;
-    backbone_device(d, n_reqs, max_ctx, DP(g, tok, int32_t), DP(g, pos, int32_t), DP(g, row_seq, int32_t),
-                    DP(g, tables, int32_t));
-    /* U's slot rows are overwritten by the Markov loop: the base logits leave first (tests only;
-     * a copy into pageable memory waits for the backbone) */
-    if (out->base_logits && download_rows(out->base_logits, (size_t)K * Vd, g->u + (size_t)first * Vd, (size_t)B * Vd,
-                                          Vd, n_reqs, reqs, NULL, g->stream, err))
-        return -1;
-    markov_device(d, n_reqs, n_steps, DP(g, anchor, int32_t), DP(g, greedy, int32_t), DP(g, temp, float),
-                  DP(g, seed, uint64_t), DP(g, spos, int64_t), out->q || out->q_on_device ? g->q : NULL);
-    CUDA_OK(cudaMemcpyAsync(g->h_toks, g->toks, sizeof(int32_t) * (size_t)n_steps * n_reqs, cudaMemcpyDeviceToHost,
+    if (graphed) {
+        dgraph_key k;
+        memset(&k, 0, sizeof k);
+        k.rows = np;
+        k.n_steps = n_steps;
+        /* the attention bound: a power of two from 512 (a row's arithmetic depends on its own
+         * context only, so a larger bound changes no bit), within the RoPE table */
+        k.ctx = 512;
+        while (k.ctx < max_ctx) k.ctx *= 2;
+        if (k.ctx > d->max_len + B) k.ctx = d->max_len + B;
+        k.with_q = out->q || out->q_on_device;
+        cudaGraphExec_t exec = NULL;
+        if (dgraph_get(d, &g->draft_graphs, &k, launch_draft, &exec, err)) return -1;
+        CUDA_OK(cudaGraphLaunch(exec, g->stream), "draft graph launch");
+    } else {
+        backbone_device(d, n_reqs, max_ctx, DP(g, tok, int32_t), DP(g, pos, int32_t), DP(g, row_seq, int32_t),
+                        DP(g, tables, int32_t));
+        /* U's slot rows are overwritten by the Markov loop: the base logits leave first (tests
+         * only; a copy into pageable memory waits for the backbone) */
+        if (out->base_logits && download_rows(out->base_logits, (size_t)K * Vd, g->u + (size_t)first * Vd,
+                                              (size_t)B * Vd, Vd, n_reqs, reqs, NULL, g->stream, err))
+            return -1;
+        markov_device(d, n_reqs, n_steps, DP(g, anchor, int32_t), DP(g, greedy, int32_t), DP(g, temp, float),
+                      DP(g, seed, uint64_t), DP(g, spos, int64_t), out->q || out->q_on_device ? g->q : NULL);
+    }
+    CUDA_OK(cudaMemcpyAsync(g->h_toks, g->toks, sizeof(int32_t) * (size_t)n_steps * np, cudaMemcpyDeviceToHost,
                             g->stream), "draft download");
     if (out->confidence && g->conf_w)
         CUDA_OK(cudaMemcpyAsync(g->h_conf, g->conf, sizeof(float) * (size_t)n_reqs * K, cudaMemcpyDeviceToHost,
@@ -639,7 +864,7 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
     CUDA_OK(cudaStreamSynchronize(g->stream), "draft");
     for (int i = 0; i < n_reqs; i++)
         for (int k = 0; k < reqs[i].n_draft; k++) {
-            out->tokens[(size_t)i * K + k] = g->h_toks[(size_t)k * n_reqs + i];
+            out->tokens[(size_t)i * K + k] = g->h_toks[(size_t)k * np + i];
             if (out->confidence) out->confidence[(size_t)i * K + k] = g->conf_w ? g->h_conf[(size_t)i * K + k] : 1.0f;
         }
     return 0;

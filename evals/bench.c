@@ -29,6 +29,7 @@ typedef struct row {
     double median_ms, mean_ms, p90_ms;
     double tokens_per_step;
     double tps_total, tps_user, speedup;
+    flint_step_profile prof; /* --profile: the profiled pass, sums over its steps */
 } row;
 
 /* A pool of real prompt tokens from the dataset's first turns (no chat template: the benchmark
@@ -71,7 +72,7 @@ static int32_t *token_pool(const flint_engine *e, const flint_bench_options *o, 
  * step), the sessions that started first already decode, then warm-up and timed steps. */
 static int bench_max_tokens(const flint_bench_options *o, int b, int K) {
     const int prefill_steps = (int)(((long)b * o->context + 511) / 512) + 1;
-    return 2 + (prefill_steps + o->warmup + o->steps + 2) * (K + 1);
+    return 2 + (prefill_steps + o->warmup + o->steps * (o->profile ? 2 : 1) + 2) * (K + 1);
 }
 
 /* Time one (b, K) point on an open engine. */
@@ -143,6 +144,13 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
                 if (ev[k].sid == sids[j]) after[j] = *ev[k].stats;
         }
     }
+    if (o->profile) { /* a second window, waiting for the GPU after every phase */
+        flint_engine_set_profile(e, 1);
+        for (int s = 0; s < o->steps; s++)
+            if (flint_engine_step(e, &ev, &n_ev, err)) goto done;
+        flint_engine_step_profile(e, &r->prof);
+        flint_engine_set_profile(e, 0);
+    }
     flint_spec_stats d = {0};
     for (int j = 0; j < b; j++) {
         d.steps += after[j].steps - before[j].steps;
@@ -175,6 +183,7 @@ done:
 }
 
 int flint_bench_run(const flint_bench_options *o, flint_err *err) {
+    flint_target_cuda_tuning(o->gemm_pdl);
     if (o->dummy && !o->spec_config) return flint_bench_gpu_run(o, err); /* the target's verify step alone */
     int rc = -1, n_pool = 0, nk = o->n_draft + 1, max_b = 0;
     int32_t *pool = NULL;
@@ -258,6 +267,19 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
             printf("%6d %3d %8.3f %8s %11.3f %11.3f %11.1f %13.1f %8.2fx\n", r->b, r->k, r->measured_al, exp,
                    r->median_ms, r->p90_ms, r->tps_user, r->tps_total, r->speedup);
         }
+        if (o->profile) {
+            printf("step profile (ms per step, the GPU waited for after each phase; host = the engine's own work):\n");
+            printf("%6s %3s %9s %9s %9s %9s %9s %9s %9s\n", "batch", "K", "total", "draft", "verify", "accept",
+                   "encode", "prefill", "host");
+            for (int i = 0; i < n_rows; i++) {
+                const flint_step_profile *p = &rows[i].prof;
+                double n = p->steps > 0 ? (double)p->steps : 1;
+                double tot = p->prefill_ms + p->draft_ms + p->verify_ms + p->accept_ms + p->encode_ms + p->host_ms;
+                printf("%6d %3d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.4f\n", rows[i].b, rows[i].k, tot / n,
+                       p->draft_ms / n, p->verify_ms / n, p->accept_ms / n, p->encode_ms / n, p->prefill_ms / n,
+                       p->host_ms / n);
+            }
+        }
     }
     root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "command", "bench");
@@ -291,6 +313,17 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         cJSON_AddNumberToObject(x, "mean_step_ms", r->mean_ms);
         cJSON_AddNumberToObject(x, "p90_step_ms", r->p90_ms);
         cJSON_AddNumberToObject(x, "tokens_per_step", r->tokens_per_step);
+        if (o->profile && r->prof.steps > 0) {
+            const flint_step_profile *p = &r->prof;
+            const double n = (double)p->steps;
+            cJSON *jp = cJSON_AddObjectToObject(x, "profile_ms_per_step");
+            cJSON_AddNumberToObject(jp, "draft", p->draft_ms / n);
+            cJSON_AddNumberToObject(jp, "verify", p->verify_ms / n);
+            cJSON_AddNumberToObject(jp, "accept", p->accept_ms / n);
+            cJSON_AddNumberToObject(jp, "encode", p->encode_ms / n);
+            cJSON_AddNumberToObject(jp, "prefill", p->prefill_ms / n);
+            cJSON_AddNumberToObject(jp, "host", p->host_ms / n);
+        }
         cJSON_AddNumberToObject(x, "tokens_per_s_per_user", r->tps_user);
         cJSON_AddNumberToObject(x, "tokens_per_s_total", r->tps_total);
         cJSON_AddItemToObject(x, "speedup_vs_no_speculation",

@@ -96,6 +96,9 @@ typedef struct flint_bench_options {
     int quiet;
     int device;                  /* FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA: where the target runs */
     int enforce_eager;           /* CUDA: no captured graphs */
+    int gemm_pdl;                /* CUDA GEMMs' programmatic dependent launch (flint_target_cuda_tuning); -1: default */
+    int profile;                 /* engine mode: a second pass per point with the engine's step profile
+                                  * (time per phase, the device waited for after each) */
     /* --load-format dummy --model-shape NAME: time the CUDA target's verify step at that shape
      * (random weights and KV on the device) over batch_sizes x verify_q, with the PyTorch
      * baseline (tools/torch_baseline.py) run in the same invocation (evals/bench_gpu.c) */

@@ -181,23 +181,25 @@ void flint_bench_options_default(flint_bench_options *o) {
     o->verify_q[0] = 1;
     o->verify_q[1] = 8;
     o->n_verify_q = 2;
+    o->gemm_pdl = -1;
 }
 
 static const char *const bench_value_flags[] = {
     "--speculative-config", "--batch-sizes", "--draft-lengths", "--synthetic-acceptance", "--synthetic-per-position",
     "--context", "--warmup", "--steps", "--temperature", "--top-p", "--top-k", "--min-p", "--seed", "--dataset",
     "--data-dir", "--threads", "--output", "--device", "--load-format", "--model-shape", "--q", "--baseline",
-    "--tensor-parallel-size", NULL};
+    "--tensor-parallel-size", "--gemm-pdl", NULL};
 
 int flint_bench_option_kind(const char *flag) {
     if (in_list(bench_value_flags, flag)) return 1;
-    if (!strcmp(flag, "--quiet") || !strcmp(flag, "--enforce-eager")) return 0;
+    if (!strcmp(flag, "--quiet") || !strcmp(flag, "--enforce-eager") || !strcmp(flag, "--profile")) return 0;
     return -1;
 }
 
 int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v, flint_err *err) {
     if (!strcmp(f, "--quiet")) o->quiet = 1;
     else if (!strcmp(f, "--enforce-eager")) o->enforce_eager = 1;
+    else if (!strcmp(f, "--profile")) o->profile = 1;
     else if (!v) return flint_err_set(err, FLINT_ERR_INVALID, "%s needs a value", f);
     else if (!strcmp(f, "--device")) {
         if (!strcmp(v, "cpu")) o->device = FLINT_TARGET_CPU;
@@ -211,6 +213,7 @@ int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v
     else if (!strcmp(f, "--q")) return get_int_list(f, v, 1, 64, o->verify_q, &o->n_verify_q, err);
     else if (!strcmp(f, "--baseline")) o->baseline = v;
     else if (!strcmp(f, "--tensor-parallel-size")) return get_int(f, v, 1, 64, &o->tensor_parallel_size, err);
+    else if (!strcmp(f, "--gemm-pdl")) return get_int(f, v, 0, 1, &o->gemm_pdl, err);
     else if (!strcmp(f, "--speculative-config")) o->spec_config = v;
     else if (!strcmp(f, "--batch-sizes")) return get_int_list(f, v, 1, 4096, o->batch_sizes, &o->n_batch, err);
     else if (!strcmp(f, "--draft-lengths")) return get_int_list(f, v, 1, 16, o->draft_lengths, &o->n_draft, err);

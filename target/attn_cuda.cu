@@ -606,9 +606,11 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 }
 
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_kernel(const flint_cuda_attn a, const tc_args x) {
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     attn_tc_body(a, x, 0);
 }
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_fused_kernel(const flint_cuda_attn a, const tc_args x) {
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     attn_tc_body(a, x, 1);
 }
 
@@ -664,6 +666,7 @@ static __device__ __forceinline__ void dot_k_f32(float acc[ATTN_G], const float 
 }
 
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_chunk_kernel(const flint_cuda_attn a, int max_chunks, float scale) {
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     __shared__ float q_s[ATTN_G * FLINT_CUDA_ATTN_MAX_HEAD_DIM];
     __shared__ float p_s[ATTN_G * ATTN_CHUNK];
     __shared__ float m_s[ATTN_G], l_s[ATTN_G];
@@ -759,6 +762,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_chunk_kernel(const f
 #define MERGE_OUT (ATTN_G * FLINT_CUDA_ATTN_MAX_HEAD_DIM / ATTN_THREADS) /* outputs per thread, at most */
 
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const flint_cuda_attn a, int max_chunks) {
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     __shared__ float al_s[ATTN_G][32], be_s[ATTN_G][32];
     __shared__ float M_s[ATTN_G], L_s[ATTN_G];
     const int kvh = blockIdx.x, r = blockIdx.y, hd = a.head_dim, G = a.n_heads / a.n_kv_heads;

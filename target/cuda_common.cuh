@@ -74,4 +74,17 @@ static __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+/* ==== Programmatic dependent launch (sm_90) ====
+ * A register-path GEMM (gemm_cuda.cu) is launched with the programmatic-serialization attribute:
+ * it starts while the kernel before it still runs, requests its first weights (which nothing
+ * writes), then waits (pdl_wait) for that kernel to finish and its writes to be visible before
+ * it reads activations or writes outputs. The kernels that precede GEMMs let it start at once
+ * (pdl_trigger at their top); the trigger only permits the next grid to be scheduled, never to
+ * read early. Both are no-ops when a kernel is launched without the attribute. (Launching the
+ * small kernels the same way measured 2-5% slower at 8-64 rows and 1% faster at one row: their
+ * early blocks wait on the multiprocessors the running kernel needs.) */
+static __device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+
 #endif

@@ -33,7 +33,8 @@ static int validate(const flint_target *t, const flint_target_batch *b, flint_er
         if (b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n_rows)
             return flint_err_set(err, FLINT_ERR_INVALID, "target forward: logit_rows[%d] = %d is outside 0..%d", i,
                                  b->logit_rows[i], b->n_rows - 1);
-    if (b->n_taps < 0 || (b->n_taps > 0 && (!b->tap_layers || !b->taps)))
+    int taps_ok = b->taps || (b->taps_on_device && t->cuda);
+    if (b->n_taps < 0 || (b->n_taps > 0 && (!b->tap_layers || !taps_ok)))
         return flint_err_set(err, FLINT_ERR_INVALID, "target forward: n_taps %d needs tap_layers and taps",
                              b->n_taps);
     for (int i = 0; i < b->n_taps; i++)

@@ -73,7 +73,14 @@ struct flint_target_cuda {
     int bt_stride;       /* blocks per sequence table: ceil(max_len / block) */
     size_t kv_stride;    /* one layer's K (or V) pool on the device: the host's blocks + the sink */
     /* host staging, sized at init (max_rows rows, tables for max_rows + 1 sequences) */
-    int32_t *h_seq_map, *h_row_seq, *h_tables, *h_tokens, *h_pos, *h_logit_rows;
+    int32_t *h_seq_map;
+    /* tokens .. tables are one device block and h_in its pinned mirror with the same layout, so a
+     * forward's batch travels in one copy; staged marks when that copy has left h_in (the next
+     * forward may not overwrite it earlier, since a forward whose outputs stay on the device
+     * returns without waiting) */
+    unsigned char *h_in;
+    int32_t *h_row_seq, *h_tables, *h_tokens, *h_pos, *h_logit_rows;
+    cudaEvent_t staged;
     /* captured forwards, keyed by their launch shape (graph_key); least recently used evicted */
     graph_entry graphs[GRAPH_POOL];
     int n_graphs;
@@ -94,20 +101,23 @@ static void carve(flint_target *t, struct flint_target_cuda *g, flint_arena *a) 
     size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)t->ni, NV = (size_t)t->nv;
     size_t hd = (size_t)c->head_dim, R = (size_t)o->max_rows, L = (size_t)o->max_len;
     int qk_norm = c->arch == FLINT_ARCH_QWEN3;
-    g->embed = DNEW(a, uint16_t, V * H); /* every rank embeds every token */
+    const int iH = (int)H;
+    /* GEMM weights (and the embedding, which may be the LM head) are packed: ops_cuda.h */
+    g->embed = DNEW(a, uint16_t, flint_cuda_gemm_packed_elems((int)V, iH)); /* every rank embeds every token */
     g->final_norm = DNEW(a, uint16_t, H);
-    /* this rank's vocabulary rows (a view of the embedding when tied) */
-    g->lm_head = c->tie_word_embeddings ? (g->embed ? g->embed + (size_t)t->v0 * H : NULL) : DNEW(a, uint16_t, NV * H);
+    /* this rank's vocabulary rows (a view of the embedding when tied; v0 % 16 == 0, checked at init) */
+    g->lm_head = c->tie_word_embeddings ? (g->embed ? g->embed + flint_cuda_gemm_packed_offset(t->v0, iH) : NULL)
+                                        : DNEW(a, uint16_t, flint_cuda_gemm_packed_elems((int)NV, iH));
     for (int l = 0; l < c->n_layers; l++) {
         cuda_layer *ly = &g->layers[l];
         ly->attn_norm = DNEW(a, uint16_t, H);
-        ly->wqkv = DNEW(a, uint16_t, (size_t)t->qkv_dim * H);
+        ly->wqkv = DNEW(a, uint16_t, flint_cuda_gemm_packed_elems(t->qkv_dim, iH));
         ly->q_norm = qk_norm ? DNEW(a, uint16_t, hd) : NULL;
         ly->k_norm = qk_norm ? DNEW(a, uint16_t, hd) : NULL;
-        ly->wo = DNEW(a, uint16_t, H * (size_t)t->q_dim);
+        ly->wo = DNEW(a, uint16_t, flint_cuda_gemm_packed_elems(iH, t->q_dim));
         ly->mlp_norm = DNEW(a, uint16_t, H);
-        ly->w_gate_up = DNEW(a, uint16_t, 2 * I * H);
-        ly->w_down = DNEW(a, uint16_t, H * I);
+        ly->w_gate_up = DNEW(a, uint16_t, flint_cuda_gemm_packed_elems(2 * (int)I, iH));
+        ly->w_down = DNEW(a, uint16_t, flint_cuda_gemm_packed_elems(iH, (int)I));
     }
     g->k_cache = DNEW(a, uint16_t, g->kv_stride * (size_t)c->n_layers);
     g->v_cache = DNEW(a, uint16_t, g->kv_stride * (size_t)c->n_layers);
@@ -139,18 +149,48 @@ static void carve(flint_target *t, struct flint_target_cuda *g, flint_arena *a) 
  * whole tensor), so a shape's weights are the same on every run without a host copy, and a tensor
  * parallel rank's shard (rows [row0, row0 + rows) x columns [col0, col0 + cols) of a tensor with
  * full_cols columns) holds exactly the values of the unsharded tensor. */
+static __device__ __forceinline__ uint16_t dummy_value(uint64_t seed, size_t gi, float scale, float offset) {
+    uint64_t z = seed + (uint64_t)gi * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const float u = (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    return __bfloat16_as_ushort(__float2bfloat16_rn(offset + scale * u));
+}
+
 __global__ void fill_bf16_kernel(uint16_t *p, size_t rows, size_t cols, size_t full_cols, size_t row0, size_t col0,
                                  uint64_t seed, float scale, float offset) {
     const size_t n = rows * cols;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const size_t gi = (row0 + i / cols) * full_cols + col0 + i % cols;
-        uint64_t z = seed + (uint64_t)gi * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        float u = (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-        p[i] = __bfloat16_as_ushort(__float2bfloat16_rn(offset + scale * u));
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = dummy_value(seed, (row0 + i / cols) * full_cols + col0 + i % cols, scale, offset);
+}
+
+/* The same values into a packed matrix [N][K] (ops_cuda.h): its rows r_lo .. r_lo + rows - 1 take
+ * rows row0 .. of the unsharded tensor (full_cols columns, from column col0); padding gets zeros;
+ * other rows are left to other calls (a fused matrix is filled slice by slice). */
+__global__ void fill_packed_kernel(uint16_t *p, int N, int K, int r_lo, int rows, size_t full_cols, size_t row0,
+                                   size_t col0, uint64_t seed, float scale, float offset) {
+    const int nJ = (K + 31) / 32;
+    const size_t n_el = (size_t)((N + 15) / 16) * nJ * 512;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t tile = i / 512;
+        const int c = (int)(i % 512) / 8, e = (int)(i % 8), h = c / 32, g = (c / 4) % 8, t = c % 4;
+        const int n = 16 * (int)(tile / nJ) + g + 8 * h, k = 32 * (int)(tile % nJ) + 8 * t + e;
+        if (n >= N || k >= K) {
+            p[i] = 0;
+            continue;
+        }
+        if (n < r_lo || n >= r_lo + rows) continue;
+        p[i] = dummy_value(seed, (row0 + (size_t)(n - r_lo)) * full_cols + col0 + (size_t)k, scale, offset);
     }
+}
+
+static int fill_packed(uint16_t *p, int N, int K, int r_lo, int rows, size_t full_cols, size_t row0, size_t col0,
+                       uint64_t seed, float scale, float offset, cudaStream_t st, flint_err *err) {
+    if (!p || !N || !K) return 0;
+    fill_packed_kernel<<<2048, 256, 0, st>>>(p, N, K, r_lo, rows, full_cols, row0, col0, seed, scale, offset);
+    CUDA_OK(cudaGetLastError(), "random fill");
+    return 0;
 }
 
 static int fill_slice(uint16_t *p, size_t rows, size_t cols, size_t full_cols, size_t row0, size_t col0, uint64_t seed,
@@ -167,7 +207,7 @@ static int fill(uint16_t *p, size_t n, uint64_t seed, float scale, float offset,
 
 /* Random weights of the right shape, made on the device: norms 1, matrices uniform with variance
  * 1 / fan_in (activations keep their scale through the layers), the embedding +-0.05. A rank fills
- * its shard of each tensor with the unsharded tensor's values (fill_slice). */
+ * its shard of each tensor with the unsharded tensor's values (fill_slice, fill_packed). */
 static int fill_dummy(flint_target *t, struct flint_target_cuda *g, flint_err *err) {
     const flint_target_config *c = &t->cfg;
     const size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)c->intermediate_size;
@@ -177,32 +217,37 @@ static int fill_dummy(flint_target *t, struct flint_target_cuda *g, flint_err *e
     cudaStream_t st = g->stream;
     float sh = sqrtf(3.0f / (float)H), sq = sqrtf(3.0f / (float)qg), si = sqrtf(3.0f / (float)I);
     uint64_t seed = 0x5eed;
-    if (fill(g->embed, V * H, seed++, 0.05f, 0, st, err) || fill(g->final_norm, H, seed++, 0, 1, st, err) ||
+    /* matrices are packed (ops_cuda.h): N x K as the GEMMs read them */
+    const int iH = (int)H, iqd = (int)qd, ikvd = (int)kvd, ini = (int)ni, nqkv = t->qkv_dim;
+    if (fill_packed(g->embed, (int)V, iH, 0, (int)V, H, 0, 0, seed++, 0.05f, 0, st, err) ||
+        fill(g->final_norm, H, seed++, 0, 1, st, err) ||
         (!c->tie_word_embeddings &&
-         fill_slice(g->lm_head, (size_t)t->nv, H, H, (size_t)t->v0, 0, seed++, sh, 0, st, err)))
+         fill_packed(g->lm_head, t->nv, iH, 0, t->nv, H, (size_t)t->v0, 0, seed++, sh, 0, st, err)))
         return -1;
     for (int l = 0; l < c->n_layers; l++) {
         cuda_layer *d = &g->layers[l];
         const uint64_t sqkv = seed + 1, sgu = seed + 6;
         if (fill(d->attn_norm, H, seed, 0, 1, st, err) ||
             /* q|k|v rows of the full [qg + 2 kvg][H] matrix */
-            fill_slice(d->wqkv, qd, H, H, h0, 0, sqkv, sh, 0, st, err) ||
-            fill_slice(d->wqkv + qd * H, kvd, H, H, qg + kv0, 0, sqkv, sh, 0, st, err) ||
-            fill_slice(d->wqkv + (qd + kvd) * H, kvd, H, H, qg + kvg + kv0, 0, sqkv, sh, 0, st, err) ||
+            fill_packed(d->wqkv, nqkv, iH, 0, iqd, H, h0, 0, sqkv, sh, 0, st, err) ||
+            fill_packed(d->wqkv, nqkv, iH, iqd, ikvd, H, qg + kv0, 0, sqkv, sh, 0, st, err) ||
+            fill_packed(d->wqkv, nqkv, iH, iqd + ikvd, ikvd, H, qg + kvg + kv0, 0, sqkv, sh, 0, st, err) ||
             fill(d->q_norm, d->q_norm ? hd : 0, seed + 2, 0, 1, st, err) ||
             fill(d->k_norm, d->k_norm ? hd : 0, seed + 3, 0, 1, st, err) ||
-            fill_slice(d->wo, H, qd, qg, 0, h0, seed + 4, sq, 0, st, err) ||
+            fill_packed(d->wo, iH, iqd, 0, iH, qg, 0, h0, seed + 4, sq, 0, st, err) ||
             fill(d->mlp_norm, H, seed + 5, 0, 1, st, err) ||
             /* gate rows then up rows of the full [2 I][H] matrix */
-            fill_slice(d->w_gate_up, ni, H, H, i0, 0, sgu, sh, 0, st, err) ||
-            fill_slice(d->w_gate_up + ni * H, ni, H, H, I + i0, 0, sgu, sh, 0, st, err) ||
-            fill_slice(d->w_down, H, ni, I, 0, i0, seed + 7, si, 0, st, err))
+            fill_packed(d->w_gate_up, 2 * ini, iH, 0, ini, H, i0, 0, sgu, sh, 0, st, err) ||
+            fill_packed(d->w_gate_up, 2 * ini, iH, ini, ini, H, I + i0, 0, sgu, sh, 0, st, err) ||
+            fill_packed(d->w_down, iH, ini, 0, iH, I, 0, i0, seed + 7, si, 0, st, err))
             return -1;
         seed += 8;
     }
     CUDA_OK(cudaStreamSynchronize(st), "random weights");
     return 0;
 }
+
+void flint_target_cuda_tuning(int pdl) { flint_cuda_gemm_configure(pdl); }
 
 int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err) {
     struct flint_target_cuda *g = t->cuda;
@@ -245,6 +290,11 @@ int flint_target_debug_tp_exchange(flint_target *t, int rows, int reps, double *
 static int upload(uint16_t *dst, const float *src, size_t n, uint16_t *stage, size_t stage_n, flint_err *err) {
     return flint_cuda_upload_bf16(dst, src, n, stage, stage_n, err);
 }
+/* a GEMM weight [N][K]: packed on the way (ops_cuda.h) */
+static int upload_w(uint16_t *dst, const float *src, size_t N, size_t K, uint16_t *stage, size_t stage_n,
+                    flint_err *err) {
+    return flint_cuda_upload_packed(dst, src, (int)N, (int)K, stage, stage_n, err);
+}
 
 int flint_target_cuda_init(flint_target *t, flint_err *err) {
     const flint_target_config *c = &t->cfg;
@@ -278,6 +328,9 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
         if (n > 8)
             return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target (CUDA): tensor parallel size %d; at most 8", n);
     }
+    if (c->tie_word_embeddings && t->v0 % 16) /* the LM head is a view of the packed embedding from row v0 */
+        return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target (CUDA): this rank's vocabulary starts at row %d; with "
+                             "tied embeddings it must be a multiple of 16", t->v0);
     g->layers = (cuda_layer *)flint_xcalloc((size_t)c->n_layers, sizeof(cuda_layer));
     g->bt_stride = (o->max_len + o->kv_block_size - 1) / o->kv_block_size;
     /* one block past the pool: the sink where padded rows of a captured forward write their K/V */
@@ -325,20 +378,20 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
     size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)t->ni, NV = (size_t)t->nv;
     size_t hd = (size_t)c->head_dim, stage_n = (size_t)1 << 22;
     uint16_t *stage = o->dummy_shape ? NULL : (uint16_t *)flint_xmalloc(stage_n * sizeof(uint16_t));
-    int rc = o->dummy_shape ? fill_dummy(t, g, err) : upload(g->embed, t->w.embed, V * H, stage, stage_n, err) ||
+    int rc = o->dummy_shape ? fill_dummy(t, g, err) : upload_w(g->embed, t->w.embed, V, H, stage, stage_n, err) ||
              upload(g->final_norm, t->w.final_norm, H, stage, stage_n, err) ||
-             (!c->tie_word_embeddings && upload(g->lm_head, t->w.lm_head, NV * H, stage, stage_n, err));
+             (!c->tie_word_embeddings && upload_w(g->lm_head, t->w.lm_head, NV, H, stage, stage_n, err));
     for (int l = 0; !rc && !o->dummy_shape && l < c->n_layers; l++) {
         const flint_target_layer *h = &t->w.layers[l];
         cuda_layer *d = &g->layers[l];
         rc = upload(d->attn_norm, h->attn_norm, H, stage, stage_n, err) ||
-             upload(d->wqkv, h->wqkv, (size_t)t->qkv_dim * H, stage, stage_n, err) ||
+             upload_w(d->wqkv, h->wqkv, (size_t)t->qkv_dim, H, stage, stage_n, err) ||
              (d->q_norm && upload(d->q_norm, h->q_norm, hd, stage, stage_n, err)) ||
              (d->k_norm && upload(d->k_norm, h->k_norm, hd, stage, stage_n, err)) ||
-             upload(d->wo, h->wo, H * (size_t)t->q_dim, stage, stage_n, err) ||
+             upload_w(d->wo, h->wo, H, (size_t)t->q_dim, stage, stage_n, err) ||
              upload(d->mlp_norm, h->mlp_norm, H, stage, stage_n, err) ||
-             upload(d->w_gate_up, h->w_gate_up, 2 * I * H, stage, stage_n, err) ||
-             upload(d->w_down, h->w_down, H * I, stage, stage_n, err);
+             upload_w(d->w_gate_up, h->w_gate_up, 2 * I, H, stage, stage_n, err) ||
+             upload_w(d->w_down, h->w_down, H, I, stage, stage_n, err);
     }
     free(stage);
     if (rc) return -1;
@@ -347,11 +400,20 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
     CUDA_OK(cudaMemcpy(g->rope_sin, t->s.rope_sin, rope_n * sizeof(float), cudaMemcpyHostToDevice), "rope table");
     size_t R = (size_t)o->max_rows;
     g->h_seq_map = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
-    g->h_row_seq = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
-    g->h_tables = (int32_t *)flint_xmalloc(sizeof(int32_t) * (R + 1) * (size_t)g->bt_stride);
-    g->h_tokens = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
-    g->h_pos = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
-    g->h_logit_rows = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
+    {
+        unsigned char *d0 = (unsigned char *)g->tokens;
+        const size_t in_bytes = (size_t)((unsigned char *)(g->tables + (R + 1) * (size_t)g->bt_stride) - d0);
+        CUDA_OK(cudaMallocHost((void **)&g->h_in, in_bytes), "pinned batch staging");
+        memset(g->h_in, 0, in_bytes);
+#define MIRROR(dev) ((int32_t *)(g->h_in + ((unsigned char *)(dev) - d0)))
+        g->h_tokens = MIRROR(g->tokens);
+        g->h_pos = MIRROR(g->pos);
+        g->h_row_seq = MIRROR(g->row_seq);
+        g->h_logit_rows = MIRROR(g->logit_rows);
+        g->h_tables = MIRROR(g->tables);
+#undef MIRROR
+        CUDA_OK(cudaEventCreateWithFlags(&g->staged, cudaEventDisableTiming), "event");
+    }
     cudaDeviceProp prop;
     CUDA_OK(cudaGetDeviceProperties(&prop, device), "device properties");
     flint_log_info("target (CUDA%s): %s; %.1f MiB on the device in one allocation: bf16 weights%s %.1f MiB, bf16 KV "
@@ -375,11 +437,8 @@ void flint_target_cuda_free(flint_target *t) {
     if (g->base) cudaFree(g->base);
     free(g->layers);
     free(g->h_seq_map);
-    free(g->h_row_seq);
-    free(g->h_tables);
-    free(g->h_tokens);
-    free(g->h_pos);
-    free(g->h_logit_rows);
+    if (g->h_in) cudaFreeHost(g->h_in);
+    if (g->staged) cudaEventDestroy(g->staged);
     free(g);
     t->cuda = NULL;
 }
@@ -393,6 +452,7 @@ void flint_target_get_device_view(const flint_target *t, flint_target_device_vie
     v->embed = g->embed;
     v->lm_head = g->lm_head;
     v->logits = g->logits;
+    v->taps = g->taps;
     v->stream = (void *)g->stream;
     v->device = g->device;
 }
@@ -566,6 +626,7 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     if (b->n_taps > c->n_layers || b->n_taps > 16)
         return flint_err_set(err, FLINT_ERR_INVALID, "target forward: %d taps; the CUDA forward takes at most one per "
                              "layer (%d) and at most 16", b->n_taps, c->n_layers);
+    CUDA_OK(cudaEventSynchronize(g->staged), "forward (the previous batch upload)");
     for (int r = 0; r < R; r++) {
         int sq = b->row_seq[r], k;
         for (k = 0; k < n_used && g->h_seq_map[k] != sq; k++) {}
@@ -602,16 +663,11 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
         n_used++;
     }
     for (int i = b->n_logit_rows; i < k.n_logit; i++) g->h_logit_rows[i] = 0;
-    CUDA_OK(cudaMemcpyAsync(g->tokens, g->h_tokens, sizeof(int32_t) * k.rows, cudaMemcpyHostToDevice, st),
-            "batch upload");
-    CUDA_OK(cudaMemcpyAsync(g->pos, g->h_pos, sizeof(int32_t) * k.rows, cudaMemcpyHostToDevice, st), "batch upload");
-    CUDA_OK(cudaMemcpyAsync(g->row_seq, g->h_row_seq, sizeof(int32_t) * k.rows, cudaMemcpyHostToDevice, st),
-            "batch upload");
-    CUDA_OK(cudaMemcpyAsync(g->tables, g->h_tables, sizeof(int32_t) * (size_t)n_used * g->bt_stride,
-                            cudaMemcpyHostToDevice, st), "batch upload");
-    if (k.n_logit > 0)
-        CUDA_OK(cudaMemcpyAsync(g->logit_rows, g->h_logit_rows, sizeof(int32_t) * k.n_logit, cudaMemcpyHostToDevice,
-                                st), "batch upload");
+    { /* tokens, pos, row_seq, logit_rows, then the tables this batch uses: one copy */
+        const size_t n = (size_t)((unsigned char *)(g->h_tables + (size_t)n_used * g->bt_stride) - g->h_in);
+        CUDA_OK(cudaMemcpyAsync(g->tokens, g->h_in, n, cudaMemcpyHostToDevice, st), "batch upload");
+        CUDA_OK(cudaEventRecord(g->staged, st), "event");
+    }
     if (graphed) {
         cudaGraphExec_t exec;
         if (forward_graph(t, g, &k, &exec, err)) return -1;
@@ -622,10 +678,14 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     if (b->n_logit_rows > 0 && !b->logits_on_device)
         CUDA_OK(cudaMemcpyAsync(b->logits, g->logits, sizeof(float) * (size_t)b->n_logit_rows * c->vocab_size,
                                 cudaMemcpyDeviceToHost, st), "logits download");
-    if (b->n_taps > 0)
+    if (b->n_taps > 0 && !b->taps_on_device)
         CUDA_OK(cudaMemcpyAsync(b->taps, g->taps, sizeof(float) * (size_t)R * b->n_taps * H, cudaMemcpyDeviceToHost, st),
                 "taps download");
     if (o->tp) return flint_tp_nccl_wait(o->tp->nccl, (void *)st, o->tp_timeout_s > 0 ? o->tp_timeout_s : 120.0, err);
-    CUDA_OK(cudaStreamSynchronize(st), "forward");
+    /* nothing for the host: the next work on this stream (the device-side acceptance, the
+     * drafter) follows in order, and the first synchronisation after it reports any failure */
+    const int host_out = (b->n_logit_rows > 0 && !b->logits_on_device) || (b->n_taps > 0 && !b->taps_on_device);
+    if (host_out) CUDA_OK(cudaStreamSynchronize(st), "forward");
+    else CUDA_OK(cudaGetLastError(), "forward launch");
     return 0;
 }

@@ -1,15 +1,17 @@
-/* The tensor-core GEMM of the forward (ops_cuda.h: flint_cuda_gemm_tc, _split, the lab hooks):
- * every tiling shares one batch-invariant order fixed by K (below), so a row gives the same bits
- * whatever M, and a tensor-parallel rank computes the unsharded quarters of its columns. Split
- * from ops_cuda.cu so the GEMM kernels can evolve on their own (lab: tests/kernels). Three
- * paths: registers (tc: operands straight from global memory, M <= 64), a cp.async ring per warp
- * (tca), and block tiles in shared memory with a cluster per output tile (tcb, M in the hundreds). */
+/* The tensor-core GEMM of the forward (ops_cuda.h: flint_cuda_gemm_tc, _split, the packing, the
+ * lab hooks): every tiling shares one batch-invariant order fixed by K (below), so a row gives the
+ * same bits whatever M, and a tensor-parallel rank computes the unsharded quarters of its columns.
+ * Weights are stored PACKED (below): each warp's fragments lie in load order, so the small-M
+ * path streams contiguous bytes. Two paths: registers (tc: operands straight from global memory,
+ * M <= 64), and block tiles in shared memory with a cluster per output tile (tcb, M in the
+ * hundreds). Split from ops_cuda.cu so the GEMM kernels can evolve on their own (lab:
+ * tests/kernels). */
 #include "target/cuda_common.cuh"
 
 /* ==== Tensor-core GEMM: y (+)= x W^T with mma.sync m16n8k16 bf16 -> fp32 ====
- * Operands swapped: W is the MMA's A (16 rows = 16 outputs n, row-major along k, as stored) and
- * x the MMA's B (8 columns = 8 rows m of x, "col" = contiguous along k, as stored), so D is a
- * 16 (n) x 8 (m) tile and small M pads only to 8.
+ * Operands swapped: W is the MMA's A (16 rows = 16 outputs n, row-major along k) and x the MMA's
+ * B (8 columns = 8 rows m of x, "col" = contiguous along k, as stored), so D is a 16 (n) x 8 (m)
+ * tile and small M pads only to 8. (W is stored packed, below: the same fragments, in load order.)
  * k inside an MMA is permuted, the same way for A and B (a dot product does not care which of
  * its 16 slots a k sits in): for k32 block j, lane (g = lane / 4, t = lane % 4) loads 16 bytes,
  * elements 32 j + 8 t .. + 7, of W rows n0 + g and n0 + g + 8 and of x row m0 + g; MMA 0 takes
@@ -22,7 +24,7 @@
  * blocks kw * nq .. min(nJ, (kw + 1) * nq) - 1 in increasing order, two MMAs each into one fp32
  * accumulator per output; the warps' partials are then added as (p0 + p1) + (p2 + p3). K past the
  * end reads zeros. Contiguous quarters (not blocks dealt round-robin) keep each warp's weight
- * reads streaming through consecutive bytes of its 16 rows, which the memory system rewards.
+ * reads streaming through consecutive bytes (one run per warp in the packed layout).
  * A tensor-parallel rank holding 1/2 or 1/4 of K (contiguous, aligned to the quarters) asks for
  * n_split = 2 or 1 parts: it then computes exactly the unsharded quarters of its columns and
  * their sum (p0 + p1, or p0), which the ranks' ordered combine completes to the unsharded bits.
@@ -54,13 +56,6 @@ static __device__ __forceinline__ uint4 tc_load8(const uint16_t *row, int ok, in
         v[e] = lo | hi << 16;
     }
     return make_uint4(v[0], v[1], v[2], v[3]);
-}
-
-/* Weights are read once per launch: stream them past L1 (evict-first) so x stays cached. */
-static __device__ __forceinline__ uint4 tc_load8_w(const uint16_t *row, int ok, int k, int K, int vec) {
-    if (!ok || k >= K) return make_uint4(0u, 0u, 0u, 0u);
-    if (vec) return __ldcs((const uint4 *)(row + k));
-    return tc_load8(row, ok, k, K, vec);
 }
 
 /* The same lane of the 4 K warps holds the same outputs: (p0 + p1) + (p2 + p3), through red. */
@@ -95,7 +90,57 @@ static __device__ __forceinline__ void gemm_tc_epilogue(float *red, float acc[TC
     }
 }
 
-/* red: the K warps' partials, [NT][TC_KW - 1][MT * 4][32] floats (declared per kernel, sized to it). */
+/* ==== Packed weights: the register path's fragments laid out in load order ====
+ * In a row-major W, a warp's load of rows g, g + 8 at k32 block j touches 8 rows x 64 bytes,
+ * rows K * 2 bytes apart, and the small-M GEMMs ran at 1.7-3.1 TB/s (lab, docs/benchmarks.md).
+ * Packed, tile (n tile nt, block j) is 1 KB at element (nt * nJ + j) * 512, nJ = ceil(K / 32):
+ * chunk c = 32 h + 4 g + t (8 elements) holds row 16 nt + g + 8 h, elements 32 j + 8 t .. + 7
+ * (zeros past N or K). A warp then gets the same fragments from two 512-byte contiguous loads and
+ * streams its quarter as one contiguous run (2.9-4.2 TB/s); the operands, hence the bits, are
+ * those of the row-major layout. The block tiles copy the same 16-byte chunks into shared memory
+ * from their packed places. Rows 16 r0 .. of a packed matrix start at element r0 * nJ * 512. */
+static __global__ void gemm_pack_kernel(uint16_t *p, const uint16_t *w, int N, int K, int nJ, size_t n_chunks) {
+    for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < n_chunks; c += (size_t)gridDim.x * blockDim.x) {
+        const size_t tile = c / 64;
+        const int in = (int)(c % 64), h = in / 32, g = (in / 4) % 8, t = in % 4;
+        const int nt = (int)(tile / nJ), j = (int)(tile % nJ), n = 16 * nt + g + 8 * h, k0 = 32 * j + 8 * t;
+        for (int e = 0; e < 8; e++) p[c * 8 + e] = n < N && k0 + e < K ? w[(size_t)n * K + k0 + e] : 0;
+    }
+}
+
+size_t flint_cuda_gemm_packed_elems(int N, int K) { return (size_t)((N + 15) / 16) * ((K + 31) / 32) * 512; }
+
+size_t flint_cuda_gemm_packed_offset(int rows, int K) {
+    FLINT_ASSERT(rows % 16 == 0);
+    return (size_t)(rows / 16) * ((K + 31) / 32) * 512;
+}
+
+void flint_cuda_gemm_pack_rows_host(uint16_t *dst, const float *w, int tile_row, int N, int K) {
+    const int nJ = (K + 31) / 32;
+    for (int j = 0; j < nJ; j++)
+        for (int c = 0; c < 64; c++) {
+            const int h = c / 32, g = (c / 4) % 8, t = c % 4, n = 16 * tile_row + g + 8 * h, k0 = 32 * j + 8 * t;
+            uint16_t *o = dst + ((size_t)j * 64 + c) * 8;
+            for (int e = 0; e < 8; e++) o[e] = n < N && k0 + e < K ? flint_bf16_from_f32(w[(size_t)n * K + k0 + e]) : 0;
+        }
+}
+
+void flint_cuda_gemm_pack(uint16_t *p, const uint16_t *w, int N, int K, flint_cuda_stream s) {
+    const int nJ = (K + 31) / 32;
+    const size_t n_chunks = flint_cuda_gemm_packed_elems(N, K) / 8;
+    gemm_pack_kernel<<<1024, 256, 0, s>>>(p, w, N, K, nJ, n_chunks);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* The lane's 16 bytes of W for k32 block j: packed tiles at wt (zeros when not ok). */
+static __device__ __forceinline__ uint4 tc_load_w(const uint16_t *wt, int ok, int j) {
+    return ok ? __ldcs((const uint4 *)(wt + (size_t)j * 512)) : make_uint4(0u, 0u, 0u, 0u);
+}
+
+/* red: the K warps' partials, [NT][TC_KW - 1][MT * 4][32] floats (declared per kernel, sized to it).
+ * w is packed; vec is about x only (its rows 16-byte aligned, K % 8 == 0). The weights are read
+ * once per launch, so they stream past L1 (evict-first) and x stays cached. The first step's
+ * weights are requested before pdl_wait: they do not depend on the kernel before. */
 static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ldy, const uint16_t *x, int ldx,
                                                     const uint16_t *w, int M, int N, int K, int accumulate, int vec,
                                                     int n_split, const int MT, const int NT, const int U,
@@ -107,8 +152,9 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
     /* k32 blocks, per part; warps past n_split parts add nothing (their partial stays 0) */
     const int nJ = (K + 31) / 32, nq = (nJ + n_split - 1) / n_split;
     const int jb = kw * nq, je = kw < n_split ? min(nJ, jb + nq) : jb;
-    const int oka = n0 + g < N, okb = n0 + g + 8 < N;
-    const uint16_t *wa = oka ? w + (size_t)(n0 + g) * K : w, *wb = okb ? w + (size_t)(n0 + g + 8) * K : w;
+    /* this n tile's run of 1 KB tiles; rows g at lane * 8, rows g + 8 at 256 + lane * 8 */
+    const int okt = n0 < N;
+    const uint16_t *wt = okt ? w + (size_t)(n0 / 16) * nJ * 512 + lane * 8 : w;
     const uint16_t *xr[TC_MAX_MT];
     int okx[TC_MAX_MT];
     float acc[TC_MAX_MT][4];
@@ -126,10 +172,16 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
 #pragma unroll
     for (int u = 0; u < TC_MAX_U; u++) {
         if (u >= U) break;
-        const int j = jb + u, k = 32 * j + 8 * t, in = j < je;
-        ca[u] = tc_load8_w(wa, oka && in, k, K, vec);
-        cb[u] = tc_load8_w(wb, okb && in, k, K, vec);
-        if (PX) {
+        const int j = jb + u, in = j < je;
+        ca[u] = tc_load_w(wt, okt && in, j);
+        cb[u] = tc_load_w(wt + 256, okt && in, j);
+    }
+    pdl_wait(); /* x and y come from the kernels before */
+    if (PX) {
+#pragma unroll
+        for (int u = 0; u < TC_MAX_U; u++) {
+            if (u >= U) break;
+            const int j = jb + u, k = 32 * j + 8 * t, in = j < je;
 #pragma unroll
             for (int mt = 0; mt < TC_MAX_MT; mt++)
                 if (mt < MT) cx[u][mt] = tc_load8(xr[mt], okx[mt] && in, k, K, vec);
@@ -141,8 +193,8 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
         for (int u = 0; u < TC_MAX_U; u++) {
             if (u >= U) break;
             const int j = j0 + U + u, k = 32 * j + 8 * t, in = j < je;
-            na[u] = tc_load8_w(wa, oka && in, k, K, vec);
-            nb[u] = tc_load8_w(wb, okb && in, k, K, vec);
+            na[u] = tc_load_w(wt, okt && in, j);
+            nb[u] = tc_load_w(wt + 256, okt && in, j);
             if (PX) {
 #pragma unroll
                 for (int mt = 0; mt < TC_MAX_MT; mt++)
@@ -183,19 +235,7 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
     gemm_tc_epilogue(red, acc, y, ldy, M, N, accumulate, MT, m0, n0, nt, kw, lane);
 }
 
-/* The same order through shared memory: each warp streams its quarter of its 16 weight rows
- * with cp.async into a private ring of S stages (U k32 blocks of 16 rows each), S - 1 stages in
- * flight while it multiplies the oldest. The copies read each row as 16 * U contiguous bytes per
- * pair of rows in a warp instruction (the register path reads 64 bytes of 8 rows), and the bytes
- * in flight do not cost registers. The fragments come out of shared memory exactly as the
- * register path loads them (lane (g, t): 16 bytes at k = 32 j + 8 t of rows g and g + 8), so
- * every MMA sees the same operands in the same order. Needs the vector case (K % 8 == 0, 16-byte
- * aligned rows). Rows of a stage are padded by 16 bytes: the 8 rows a fragment load touches
- * then start in different banks. */
-#define TCA_PAD 16
-static __device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(bytes));
-}
+/* cp.async groups (the block tiles' stage pipeline) */
 static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
 static __device__ __forceinline__ void cp_async_wait(const int n) {
     if (n <= 0) asm volatile("cp.async.wait_group 0;\n" ::);
@@ -206,100 +246,6 @@ static __device__ __forceinline__ void cp_async_wait(const int n) {
     else if (n == 5) asm volatile("cp.async.wait_group 5;\n" ::);
     else asm volatile("cp.async.wait_group 0;\n" ::); /* deeper rings: wait for all (correct, slower) */
 }
-
-static __device__ __forceinline__ void gemm_tca_body(float *red, unsigned char *ring, float *y, int ldy,
-                                                     const uint16_t *x, int ldx, const uint16_t *w, int M, int N,
-                                                     int K, int accumulate, int n_split, const int MT, const int S,
-                                                     const int U) {
-    const int lane = threadIdx.x & 31, kw = threadIdx.x >> 5; /* one n tile per block */
-    const int g = lane >> 2, t = lane & 3;
-    const int n0 = blockIdx.y * 16, m0 = blockIdx.x * MT * 8;
-    const int nJ = (K + 31) / 32, nq = (nJ + n_split - 1) / n_split;
-    const int jb = kw * nq, je = kw < n_split ? min(nJ, jb + nq) : jb;
-    const int row_bytes = U * 64 + TCA_PAD, stage_bytes = 16 * row_bytes;
-    unsigned char *mine = ring + (size_t)kw * S * stage_bytes;
-    const uint32_t mine_s = (uint32_t)__cvta_generic_to_shared(mine);
-    const uint16_t *xr[TC_MAX_MT];
-    int okx[TC_MAX_MT];
-    float acc[TC_MAX_MT][4];
-#pragma unroll
-    for (int mt = 0; mt < TC_MAX_MT; mt++) {
-        const int r = m0 + mt * 8 + g;
-        okx[mt] = mt < MT && r < M;
-        xr[mt] = okx[mt] ? x + (size_t)r * ldx : x;
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[mt][i] = 0.0f;
-    }
-    /* chunk c = i * 32 + lane of a stage: row c / (4 U), 16-byte column c % (4 U) */
-    const int cpr = 4 * U, per_lane = 16 * cpr / 32;
-    const int n_steps = (je - jb + U - 1) / U;
-    for (int st = 0; st < S - 1; st++) {
-        const int j0 = jb + st * U;
-        for (int i = 0; i < per_lane; i++) {
-            const int c = i * 32 + lane, row = c / cpr, col = c % cpr;
-            const int j = j0 + col / 4, ok = n0 + row < N && j < je && 32 * j0 + 8 * col < K;
-            const uint16_t *src = ok ? w + (size_t)(n0 + row) * K + 32 * j0 + 8 * col : w;
-            cp_async16(mine_s + st * stage_bytes + row * row_bytes + col * 16, src, ok ? 16 : 0);
-        }
-        cp_async_commit();
-    }
-    for (int it = 0; it < n_steps; it++) {
-        { /* the stage S - 1 steps ahead (an empty group past the end keeps the count) */
-            const int ahead = it + S - 1, j0 = jb + ahead * U, slot = ahead % S;
-            if (j0 < je)
-                for (int i = 0; i < per_lane; i++) {
-                    const int c = i * 32 + lane, row = c / cpr, col = c % cpr;
-                    const int j = j0 + col / 4, ok = n0 + row < N && j < je && 32 * j0 + 8 * col < K;
-                    const uint16_t *src = ok ? w + (size_t)(n0 + row) * K + 32 * j0 + 8 * col : w;
-                    cp_async16(mine_s + slot * stage_bytes + row * row_bytes + col * 16, src, ok ? 16 : 0);
-                }
-            cp_async_commit();
-        }
-        cp_async_wait(S - 1);
-        __syncwarp();
-        const unsigned char *stage = mine + (it % S) * stage_bytes;
-        const int j0 = jb + it * U;
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            if (u >= U) break;
-            const int j = j0 + u;
-            if (j < je) { /* warp-uniform */
-                const int k = 32 * j + 8 * t;
-                const uint4 a = *(const uint4 *)(stage + g * row_bytes + u * 64 + t * 16);
-                const uint4 b = *(const uint4 *)(stage + (g + 8) * row_bytes + u * 64 + t * 16);
-                uint4 xv[TC_MAX_MT];
-#pragma unroll
-                for (int mt = 0; mt < TC_MAX_MT; mt++)
-                    if (mt < MT) xv[mt] = tc_load8(xr[mt], okx[mt], k, K, 1);
-#pragma unroll
-                for (int mt = 0; mt < TC_MAX_MT; mt++) {
-                    if (mt >= MT) break;
-                    mma_bf16_16816(acc[mt], a.x, b.x, a.y, b.y, xv[mt].x, xv[mt].y);
-                    mma_bf16_16816(acc[mt], a.z, b.z, a.w, b.w, xv[mt].z, xv[mt].w);
-                }
-            }
-        }
-        __syncwarp(); /* every lane is done with this slot before it is refilled */
-    }
-    cp_async_wait(0);
-    gemm_tc_epilogue(red, acc, y, ldy, M, N, accumulate, MT, m0, n0, 0, kw, lane);
-}
-
-#define GEMM_TCA_KERNEL(mt, st, u)                                                                               \
-    static __global__ void __launch_bounds__(TC_KW * 32)                                                       \
-        gemm_tca_m##mt##_s##st##_u##u##_kernel(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, \
-                                               int M, int N, int K, int accumulate, int vec, int n_split) {      \
-        extern __shared__ __align__(16) unsigned char ring[];                                                    \
-        __shared__ float red[(TC_KW - 1) * mt * 4 * 32];                                                         \
-        gemm_tca_body(red, ring, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, mt, st, u);                    \
-    }
-GEMM_TCA_KERNEL(1, 4, 4)
-GEMM_TCA_KERNEL(1, 3, 8)
-GEMM_TCA_KERNEL(1, 6, 2)
-GEMM_TCA_KERNEL(2, 4, 4)
-GEMM_TCA_KERNEL(4, 4, 4)
-GEMM_TCA_KERNEL(8, 4, 2)
-GEMM_TCA_KERNEL(8, 3, 4)
 
 /* ==== The block-tile path (tcb): compute-bound tiles for M in the hundreds ====
  * The paths above give each 16 outputs their own 4 warps, so a W fragment feeds at most 8 m
@@ -387,16 +333,19 @@ static __device__ __forceinline__ float4 ld_cluster_f4(uint32_t a, uint32_t rank
 /* A thread's copies, fixed for the whole K loop (per k32 block u of a stage):
  * - W, 4 bytes: copy i is word wd = lane % 16 (elements 2 wd, 2 wd + 1 of the block) of row half
  *   h = lane / 16 of pair r = warp + NW (i % (8 / NW)), G = i / (8 / NW): W row n0 + warp + 8 h + o
- *   with o = 16 G + NW (i % (8 / NW));
+ *   with o = 16 G + NW (i % (8 / NW)), read from its packed place: tile row n0 / 16 + G, chunk
+ *   32 h + 4 (warp + NW (i % (8 / NW))) + wd / 4, element 2 (wd % 4) (zeros past N and K are
+ *   stored there; tile rows past the matrix are not read);
  * - x, 8 bytes: copy i is piece pc = lane % 8 (elements 4 pc .. 4 pc + 3) of row half
  *   h = lane / 8 % 2 of pair 2 warp + lane / 16 + 2 NW i (r = that mod 8, constant): x row
  *   m0 + 16 ((2 warp + lane / 16) / 8) + r + 8 h + o with o = 4 NW i.
- * A copy out of range reads nothing (src-size 0) but still gets an address inside the matrix: row
- * offset min(o, lim - 1), k min(k, K - 2 or K - 4). */
+ * A copy out of range reads nothing (src-size 0) but still gets an address inside the matrix:
+ * tile row min(G, wlim - 1), block min(j, nJ - 1); x row offset min(o, xlim - 1), k min(k, K - 4). */
 typedef struct tcb_src {
-    const uint16_t *w, *x; /* row o = 0 of this thread's W and x copies (element 0; maybe past the end) */
-    int wlim, xlim;        /* a copy's row offset o is in range iff o < lim */
-    int wk, xk;            /* 2 wd, 4 pc */
+    const uint16_t *w;     /* this thread's W copy 0 at block 0 (packed) */
+    const uint16_t *x;     /* row o = 0 of this thread's x copies (element 0; maybe past the end) */
+    int wlim, xlim;        /* W: tile rows from n0 / 16 in the matrix (G < wlim); x: o < xlim */
+    int xk;                /* 4 pc */
     uint32_t wdst, xdst;   /* shared offsets of copy 0 of block 0 in a stage */
 } tcb_src;
 
@@ -412,16 +361,16 @@ static __device__ __forceinline__ void tcb_load_stage(uint32_t dst, const tcb_sr
 #pragma unroll
     for (int u = 0; u < 2; u++) {
         if (u >= U) break;
-        const int k = 32 * (j0 + u), in = j0 + u < je, wok = in && k + c->wk < K, xok = in && k + c->xk < K;
+        const int nJ = (K + 31) / 32, k = 32 * (j0 + u), in = j0 + u < je, xok = in && k + c->xk < K;
         /* byte addresses: one wide multiply-add per copy */
-        const char *wk = (const char *)(c->w + min(k + c->wk, K - 2));
+        const char *wk = (const char *)(c->w + (size_t)min(j0 + u, nJ - 1) * 512);
         const char *xk = (const char *)(c->x + min(k + c->xk, K - 4));
 #pragma unroll
         for (int i = 0; i < TCB_MAX_COPY; i++) {
             if (i >= BN / 2 / NW) break;
-            const int rr = NW * (i % RPW), G = i / RPW, o = 16 * G + rr;
-            cp_async4(dst + c->wdst + (8 * G + rr) * 128 * U + 128 * u, wk + (ptrdiff_t)min(o, wlim - 1) * (2 * K),
-                      wok && o < wlim ? 4 : 0);
+            const int rr = NW * (i % RPW), G = i / RPW;
+            cp_async4(dst + c->wdst + (8 * G + rr) * 128 * U + 128 * u,
+                      wk + ((ptrdiff_t)min(G, wlim - 1) * nJ * 512 + 32 * rr) * 2, in && G < wlim ? 4 : 0);
         }
 #pragma unroll
         for (int i = 0; i < TCB_MAX_COPY; i++) {
@@ -483,9 +432,8 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
     tcb_src src;
     {
         const int wh = lane >> 4, wd = lane & 15;
-        src.wk = 2 * wd;
-        src.wlim = N - n0 - wid - 8 * wh; /* min(o, lim - 1) keeps the row in 0 .. N - 1 */
-        src.w = w + (ptrdiff_t)(n0 + wid + 8 * wh) * K;
+        src.wlim = (N + 15) / 16 - n0 / 16; /* >= 1: the block's n0 < N */
+        src.w = w + (size_t)(n0 / 16) * nJ * 512 + 8 * (32 * wh + 4 * wid + (wd >> 2)) + 2 * (wd & 3);
         src.wdst = wid * 128 * U + 32 * (wd >> 2) + 4 * ((2 * (wd & 3) + wh) ^ ((wid & 1) << 2));
         const int xp = 2 * wid + (lane >> 4), xr = xp & 7, xh = (lane >> 3) & 1, pc = lane & 7;
         const int xrow = 16 * (xp >> 3) + xr + 8 * xh;
@@ -502,6 +450,7 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
         for (int tm = 0; tm < TCB_MAX_TM; tm++)
 #pragma unroll
             for (int i = 0; i < 4; i++) acc[tn][tm][i] = 0.0f;
+    pdl_wait(); /* a no-op while the block tiles are launched without the attribute (below) */
 
     /* the lane's fragments in a stage: W pair 8 (wn TN + tn) + g, x pair 8 (wm TM / 2 + tp) + g,
      * chunk t, MMA h's half at 16 (h ^ (g & 1)) */
@@ -642,6 +591,7 @@ GEMM_TC_KERNEL(1, 1, 2, 1)
 GEMM_TC_KERNEL(1, 1, 4, 1)
 GEMM_TC_KERNEL(1, 1, 8, 1)
 GEMM_TC_KERNEL(1, 1, 4, 0)
+GEMM_TC_KERNEL(1, 2, 4, 1)
 GEMM_TC_KERNEL(2, 1, 4, 1)
 GEMM_TC_KERNEL(4, 1, 2, 1)
 GEMM_TC_KERNEL(4, 1, 4, 0)
@@ -651,47 +601,51 @@ GEMM_TC_KERNEL(8, 4, 1, 0)
 
 typedef void (*gemm_tc_kernel_fn)(float *, int, const uint16_t *, int, const uint16_t *, int, int, int, int, int,
                                   int);
+
+/* Programmatic dependent launch of the register path (flint_cuda_gemm_configure); it changes no
+ * bit of any output. */
+static int g_pdl = 1;
+
+void flint_cuda_gemm_configure(int pdl) {
+    if (pdl >= 0) g_pdl = pdl != 0;
+}
 typedef struct gemm_tc_variant {
-    int mt, nt, u, px, st; /* st > 0: the cp.async path with st stages (nt 1), or tcb's stages */
+    int mt, nt, u, px, st; /* st: tcb's stages */
     int wn, wm, tn, tm;    /* wn > 0: the block-tile path (tcb), wn x wm warps of tn x tm MMA tiles */
     gemm_tc_kernel_fn fn;
 } gemm_tc_variant;
 #define TC_VARIANT(mt, nt, u, px) {mt, nt, u, px, 0, 0, 0, 0, 0, gemm_tc_m##mt##_n##nt##_u##u##_p##px##_kernel}
-#define TCA_VARIANT(mt, st, u) {mt, 1, u, 0, st, 0, 0, 0, 0, gemm_tca_m##mt##_s##st##_u##u##_kernel}
 #define TCB_VARIANT(wn, wm, tn, tm, st, u) \
     {0, 0, u, 0, st, wn, wm, tn, tm, gemm_tcb_w##wn##x##wm##_t##tn##x##tm##_s##st##_u##u##_kernel}
 static const gemm_tc_variant tc_variants[] = {
     TC_VARIANT(1, 1, 4, 1), TC_VARIANT(2, 1, 4, 1), TC_VARIANT(4, 1, 2, 1), TC_VARIANT(8, 1, 2, 0),
     TC_VARIANT(8, 4, 1, 0), /* 0-4: what flint_cuda_gemm_tc picks; lab alternatives follow */
     TC_VARIANT(1, 1, 2, 1), TC_VARIANT(1, 1, 8, 1), TC_VARIANT(1, 1, 4, 0), TC_VARIANT(4, 1, 4, 0),
-    TC_VARIANT(8, 1, 2, 1), TCA_VARIANT(1, 4, 4), TCA_VARIANT(1, 3, 8), TCA_VARIANT(1, 6, 2),
-    TCA_VARIANT(2, 4, 4), TCA_VARIANT(4, 4, 4), TCA_VARIANT(8, 4, 2), TCA_VARIANT(8, 3, 4),
+    TC_VARIANT(8, 1, 2, 1), TC_VARIANT(1, 2, 4, 1),
     TCB_VARIANT(4, 2, 4, 8, 5, 1), TCB_VARIANT(4, 2, 4, 8, 3, 2), TCB_VARIANT(2, 2, 4, 8, 4, 1),
     TCB_VARIANT(2, 2, 4, 8, 3, 2), TCB_VARIANT(2, 4, 4, 4, 4, 1), TCB_VARIANT(4, 1, 4, 8, 4, 1),
     TCB_VARIANT(2, 2, 4, 4, 4, 1),
 };
 #define TC_N_VARIANTS ((int)(sizeof tc_variants / sizeof tc_variants[0]))
-#define TCB_128x128 19 /* TCB_VARIANT(2, 2, 4, 8, 4, 1) */
-#define TCB_128x64 23  /* TCB_VARIANT(2, 2, 4, 4, 4, 1) */
+#define TCB_128x128 13 /* TCB_VARIANT(2, 2, 4, 8, 4, 1) */
+#define TCB_128x64 17  /* TCB_VARIANT(2, 2, 4, 4, 4, 1) */
 #define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
 
 /* tcb: the tile's extent, threads, and shared memory (the stages, or the partial tile over them) */
 static int tcb_bn(const gemm_tc_variant *v) { return 16 * v->tn * v->wn; }
 static int tcb_bm(const gemm_tc_variant *v) { return 8 * v->tm * v->wm; }
 static int gemm_smem(const gemm_tc_variant *v) {
-    if (v->wn) {
-        const int stages = v->st * (tcb_bn(v) + tcb_bm(v)) * 64 * v->u;
-        const int red = tcb_bm(v) * (tcb_bn(v) + TCB_PADF) * (int)sizeof(float);
-        return stages > red ? stages : red;
-    }
-    return v->st ? TC_KW * v->st * 16 * (v->u * 64 + TCA_PAD) : 0;
+    if (!v->wn) return 0;
+    const int stages = v->st * (tcb_bn(v) + tcb_bm(v)) * 64 * v->u;
+    const int red = tcb_bm(v) * (tcb_bn(v) + TCB_PADF) * (int)sizeof(float);
+    return stages > red ? stages : red;
 }
 
 /* Dynamic shared memory above 48 KB is allowed per kernel, once. */
-static void tca_prepare(const gemm_tc_variant *v) {
+static void smem_prepare(const gemm_tc_variant *v) {
     static unsigned char attr_set[64];
     const int idx = (int)(v - tc_variants);
-    if (v->st && !attr_set[idx]) {
+    if (v->wn && !attr_set[idx]) {
         CUDA_CHECK(
             cudaFuncSetAttribute((const void *)v->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, gemm_smem(v)));
         attr_set[idx] = 1;
@@ -717,31 +671,41 @@ static void gemm_tcb_launch(const gemm_tc_variant *v, float *y, int ldy, const u
     attr[0].val.clusterDim.z = (unsigned)n_split;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
+    /* no programmatic dependent launch here: the block tiles measured 1-6% slower with it at
+     * 33-512 rows (their early blocks hold shared memory while the kernel before still runs) */
     FLINT_ASSERT(cfg.gridDim.y <= 65535);
     void *args[] = {&y, &ldy, &x, &ldx, &w, &M, &N, &K, &accumulate, (void *)&vec, &n_split};
-    tca_prepare(v);
+    smem_prepare(v);
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)v->fn, args));
 }
 
 static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w,
                            int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
     FLINT_ASSERT(n_split == 1 || n_split == 2 || n_split == 4);
-    const int vec = K % 8 == 0 && ldx % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0;
-    if (v->wn && !vec) v = &tc_variants[TC_FALLBACK_LARGE]; /* tcb copies whole 16-byte chunks */
+    FLINT_ASSERT((uintptr_t)w % 16 == 0); /* packed: tiles of 1 KB */
+    /* vec: x's rows can be read in 16-byte chunks (W is packed, always) */
+    const int vec = K % 8 == 0 && ldx % 8 == 0 && (uintptr_t)x % 16 == 0;
+    if (v->wn && !vec) v = &tc_variants[TC_FALLBACK_LARGE]; /* tcb copies x in 8-byte pieces of whole chunks */
     if (v->wn) {
         gemm_tcb_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
         return;
     }
-    if (v->st && !vec) v = &tc_variants[0]; /* the cp.async path copies whole 16-byte chunks */
-    dim3 grid((unsigned)((M + 8 * v->mt - 1) / (8 * v->mt)), (unsigned)((N + 16 * v->nt - 1) / (16 * v->nt)));
-    FLINT_ASSERT(grid.y <= 65535);
-    if (v->st) {
-        tca_prepare(v);
-        v->fn<<<grid, TC_KW * 32, gemm_smem(v), s>>>(y, ldy, x, ldx, w, M, N, K, accumulate, vec, n_split);
-    } else {
-        v->fn<<<grid, TC_KW * 32 * v->nt, 0, s>>>(y, ldy, x, ldx, w, M, N, K, accumulate, vec, n_split);
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    memset(&cfg, 0, sizeof cfg);
+    memset(attr, 0, sizeof attr);
+    cfg.gridDim = dim3((unsigned)((M + 8 * v->mt - 1) / (8 * v->mt)), (unsigned)((N + 16 * v->nt - 1) / (16 * v->nt)));
+    cfg.blockDim = dim3((unsigned)(TC_KW * 32 * v->nt), 1, 1);
+    cfg.stream = s;
+    FLINT_ASSERT(cfg.gridDim.y <= 65535);
+    if (g_pdl) {
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
     }
-    CUDA_CHECK(cudaGetLastError());
+    void *args[] = {&y, &ldy, &x, &ldx, &w, &M, &N, &K, &accumulate, (void *)&vec, &n_split};
+    CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)v->fn, args));
 }
 
 /* Allows every variant's shared memory up front (cudaFuncSetAttribute is best kept out of graph
@@ -749,19 +713,21 @@ static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
 void flint_cuda_gemm_init(void) {
     FLINT_ASSERT(tc_variants[TCB_128x128].wn == 2 && tc_variants[TCB_128x128].tm == 8 && tc_variants[TCB_128x128].st == 4);
     FLINT_ASSERT(tc_variants[TCB_128x64].wn == 2 && tc_variants[TCB_128x64].tm == 4 && tc_variants[TCB_128x64].st == 4);
-    for (int i = 0; i < TC_N_VARIANTS; i++) tca_prepare(&tc_variants[i]);
+    for (int i = 0; i < TC_N_VARIANTS; i++) smem_prepare(&tc_variants[i]);
 }
 
 void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
                               int accumulate, int n_split, flint_cuda_stream s) {
     FLINT_ASSERT(M >= 0 && N > 0 && K > 0 && ldx >= K && ldy >= N);
     if (M == 0) return;
-    /* Picked from the lab on the H200 (docs/benchmarks.md, qwen3-8b projections, 2026-11-29):
-     * M <= 32, the register path with one block per 16 outputs and every row in it; 33..64 rows,
-     * shared-memory tiles of 128 outputs x 64 rows (TCB_128x64); more, tiles of 128 x 128
-     * (TCB_128x128: 1.3-1.7x the register path at 256-512 rows), except up to 128 rows of a
-     * narrow layer, where 64 x 64 register tiles (variant 4) stay ahead. The cp.async variants
-     * (tca) measured no faster than the register path at any M. */
+    /* Picked on the H200 (docs/benchmarks.md, qwen3-8b projections, 2026-11-29): M <= 32, the
+     * register path with one block per 16 outputs and every row in it; 33..64 rows, shared-memory
+     * tiles of 128 outputs x 64 rows (TCB_128x64); more, tiles of 128 x 128 (TCB_128x128),
+     * except up to 128 rows of a narrow layer, where 64 x 64 register tiles (variant 4) stay
+     * ahead. With packed weights the lab (weights from HBM, one GEMM at a time) favours the
+     * register tiles up to 64 rows (tc m8 n1 u2 p1) and 256 rows (variant 4) for layers of <= 4096
+     * outputs, but the whole forward measured 3-6% slower with that choice (session 15), so the
+     * dispatch stays as it was. */
     const int v = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? TCB_128x64 : M <= 128 && N <= 4096 ? 4
                                                                                                        : TCB_128x128;
     gemm_tc_launch(&tc_variants[v], y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
@@ -786,7 +752,6 @@ extern "C" const char *flint_cuda_gemm_tc_variant_split(float *y, int ldy, const
     if (v->wn)
         snprintf(names[variant], sizeof names[variant], "tcb %dx%d w%dx%d s%d u%d", tcb_bn(v), tcb_bm(v), v->wn, v->wm,
                  v->st, v->u);
-    else if (v->st) snprintf(names[variant], sizeof names[variant], "tca m%d s%d u%d", v->mt, v->st, v->u);
     else snprintf(names[variant], sizeof names[variant], "tc m%d n%d u%d p%d", v->mt, v->nt, v->u, v->px);
     if (y && M > 0) gemm_tc_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
     return names[variant];

@@ -22,13 +22,32 @@ int flint_cuda_upload_bf16(uint16_t *dst, const float *src, size_t n, uint16_t *
     return 0;
 }
 
+int flint_cuda_upload_packed(uint16_t *dst, const float *src, int N, int K, uint16_t *stage, size_t stage_n,
+                             flint_err *err) {
+    const size_t tile = (size_t)((K + 31) / 32) * 512; /* elements per packed tile row */
+    const int n_tr = (N + 15) / 16, per = stage_n / tile > 0 ? (int)(stage_n / tile) : 0;
+    FLINT_ASSERT(per > 0);
+    for (int tr = 0; tr < n_tr; tr += per) {
+        const int m = n_tr - tr < per ? n_tr - tr : per;
+        for (int i = 0; i < m; i++) flint_cuda_gemm_pack_rows_host(stage + (size_t)i * tile, src, tr + i, N, K);
+        cudaError_t e = cudaMemcpy(dst + (size_t)tr * tile, stage, (size_t)m * tile * sizeof(uint16_t),
+                                   cudaMemcpyHostToDevice);
+        if (e != cudaSuccess)
+            return flint_err_set(err, FLINT_ERR_IO, "weight upload to the GPU: %s", cudaGetErrorString(e));
+    }
+    return 0;
+}
+
 /* ==== Embedding, norms, RoPE, KV store, SwiGLU, add ==== */
 
+/* The embedding is packed (ops_cuda.h), as the LM head it may be: element (n, k) of tile row
+ * n / 16 sits in block k / 32 at chunk 32 ((n % 16) / 8) + 4 (n % 8) + (k % 32) / 8. */
 static __global__ void embed_kernel(float *out, const uint16_t *embed, const int32_t *tokens, int hidden) {
-    const int r = blockIdx.x;
-    const uint16_t *e = embed + (size_t)tokens[r] * hidden;
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    const int r = blockIdx.x, n = tokens[r], nJ = (hidden + 31) / 32;
+    const uint16_t *e = embed + (size_t)(n / 16) * nJ * 512 + (32 * ((n % 16) / 8) + 4 * (n % 8)) * 8;
     float *o = out + (size_t)r * hidden;
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x) o[i] = bf2f(e[i]);
+    for (int k = threadIdx.x; k < hidden; k += blockDim.x) o[k] = bf2f(e[(k / 32) * 512 + ((k % 32) / 8) * 8 + k % 8]);
 }
 
 void flint_cuda_embed(float *out, const uint16_t *embed, const int32_t *tokens, int n_rows, int hidden,
@@ -46,6 +65,7 @@ void flint_cuda_embed(float *out, const uint16_t *embed, const int32_t *tokens, 
 static __global__ void __launch_bounds__(NORM_THREADS)
 rmsnorm_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w, int n,
                float eps) {
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     __shared__ float part[NORM_THREADS / 32];
     const int i = blockIdx.x;
     const float *xr = x + (size_t)(rows ? rows[i] : i) * ldx;
@@ -121,6 +141,7 @@ void flint_cuda_qk_norm_rope(float *x, int ldx, int n_rows, int n_a, const uint1
 
 static __global__ void kv_store_kernel(uint16_t *kc, uint16_t *vc, const float *k, const float *v, int ld, const int32_t *pos,
                                 const int32_t *row_seq, const int32_t *bt, int bt_stride, int n, int bs) {
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     const int r = blockIdx.x, p = pos[r];
     const int32_t blk = bt[(size_t)row_seq[r] * bt_stride + p / bs];
     const size_t base = ((size_t)blk * bs + p % bs) * n; /* n = n_kv_heads * head_dim per slot */
@@ -142,6 +163,7 @@ void flint_cuda_kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, c
 }
 
 static __global__ void swiglu_kernel(uint16_t *out, int ldo, const float *gu, int ldg, int n) {
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     const int r = blockIdx.y;
     const float *g = gu + (size_t)r * ldg, *u = g + n;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {

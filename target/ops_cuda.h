@@ -60,7 +60,13 @@ static inline uint16_t flint_bf16_from_f32(float f) {
 int flint_cuda_upload_bf16(uint16_t *dst, const float *src, size_t n, uint16_t *stage, size_t stage_n,
                            flint_err *err);
 
-/* out[r][0..hidden) = embed[tokens[r]][0..hidden), bf16 -> fp32 (exact). out is [n_rows][hidden].
+/* The same for a GEMM weight [N][K]: packed (flint_cuda_gemm_pack_rows_host) on the way; dst holds
+ * flint_cuda_gemm_packed_elems(N, K) elements; stage_n must hold one tile row (32 ceil(K / 32) x 16). */
+int flint_cuda_upload_packed(uint16_t *dst, const float *src, int N, int K, uint16_t *stage, size_t stage_n,
+                             flint_err *err);
+
+/* out[r][0..hidden) = embed[tokens[r]][0..hidden), bf16 -> fp32 (exact), the embedding PACKED
+ * like a GEMM weight [vocab][hidden] (flint_cuda_gemm_pack). out is [n_rows][hidden].
  * Token ids are trusted (checked on the host before the step). */
 void flint_cuda_embed(float *out, const uint16_t *embed, const int32_t *tokens, int n_rows, int hidden,
                       flint_cuda_stream s);
@@ -104,9 +110,9 @@ void flint_cuda_add(float *y, const float *x, size_t n, flint_cuda_stream s);
 void flint_cuda_gemm(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
                      int accumulate, flint_cuda_stream s);
 
-/* The same product on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), same
- * arguments and preconditions (any K; K % 8 == 0 with 16-byte aligned x, w and ldx % 8 == 0 takes
- * the vector loads). Also batch-invariant, with its own order, fixed by K alone: the k32 blocks
+/* The same product on the tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), with W
+ * PACKED (flint_cuda_gemm_pack, below; 16-byte aligned), x and y as above (any K; K % 8 == 0
+ * with 16-byte aligned x and ldx % 8 == 0 takes the vector loads). Also batch-invariant, with its own order, fixed by K alone: the k32 blocks
  * are cut into 4 contiguous quarters, warp w of 4 takes quarter w in increasing order, two MMAs
  * of 16 k each (k permuted inside an MMA, ops_cuda.cu says how) into one fp32 accumulator; the 4
  * warps are added as (w0 + w1) + (w2 + w3). Its results differ from flint_cuda_gemm's in the last
@@ -129,6 +135,24 @@ void flint_cuda_add_parts(float *x, const float *parts, size_t n, int n_parts, f
 /* Once per process before capturing graphs: the GEMM kernels' shared-memory limits (otherwise set
  * lazily on first launch). */
 void flint_cuda_gemm_init(void);
+/* Launch tuning for the whole process: pdl 1 (the default) launches the register-path GEMMs
+ * (M <= 32, and 65..128 rows of narrow layers) with programmatic dependent launch: each starts
+ * during the kernel before, streaming its first weights, and waits for it before reading
+ * activations; 0 plain launches; negative keeps the setting. It changes no bit of any result:
+ * for the lab and A/B benchmarks. */
+void flint_cuda_gemm_configure(int pdl);
+
+/* ==== Packed weights: what every flint_cuda_gemm_tc* reads as W ====
+ * W [N][K] bf16 is stored as ceil(N / 16) x ceil(K / 32) tiles of 512 elements in the order the
+ * GEMM's warps load them (gemm_cuda.cu); padding is zero. _elems: the packed size. _offset: where
+ * rows rows.. (a multiple of 16) start, for a GEMM over a row range of a packed matrix. _pack: a
+ * row-major device matrix into packed form (device memory, stream s). _pack_rows_host: tile row
+ * tile_row (rows 16 tile_row .. + 15) of an fp32 host matrix, rounded to bf16, into dst
+ * (ceil(K / 32) x 512 elements), for uploads. */
+size_t flint_cuda_gemm_packed_elems(int N, int K);
+size_t flint_cuda_gemm_packed_offset(int rows, int K);
+void flint_cuda_gemm_pack(uint16_t *p, const uint16_t *w, int N, int K, flint_cuda_stream s);
+void flint_cuda_gemm_pack_rows_host(uint16_t *dst, const float *w, int tile_row, int N, int K);
 
 /* Lab hooks: the tensor-core GEMM's tilings (rows per warp, outputs per block, prefetch depth),
  * every one with flint_cuda_gemm_tc's order, so all give bit-identical results; the lab times

@@ -142,6 +142,10 @@ typedef struct flint_target_batch {
     float *taps;                        /* out: [n_rows][n_taps][hidden_size], or NULL */
     int logits_on_device;               /* CUDA: keep the logits in device memory (logits may be NULL);
                                          * the step's device-side sampler reads them there */
+    int taps_on_device;                 /* CUDA: keep the taps in device memory (taps may be NULL), at
+                                         * the device view's taps; a GPU drafter encodes them there.
+                                         * When neither logits nor taps come back the call returns
+                                         * without waiting for the GPU */
 } flint_target_batch;
 
 int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err *err);
@@ -163,6 +167,7 @@ int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err);
 typedef struct flint_target_device_view {
     const uint16_t *embed, *lm_head;
     const float *logits;
+    const float *taps; /* [rows][n_taps][hidden] fp32 of the last forward (taps_on_device) */
     void *stream;
     int device; /* the CUDA device all of these live on (select it before using them) */
 } flint_target_device_view;
@@ -179,6 +184,10 @@ void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *in
  * sums (rows x hidden floats per rank, all-gathered) on this rank's stream; *ms gets the mean time
  * of one. Every rank must call it at the same time. */
 int flint_target_debug_tp_exchange(flint_target *t, int rows, int reps, double *ms, flint_err *err);
+/* Benchmarks: the GEMMs' launch tuning for the whole process (ops_cuda.h,
+ * flint_cuda_gemm_configure: programmatic dependent launch on (1) or off (0); negative keeps the
+ * setting). Results are the same bits either way. No-op without CUDA. */
+void flint_target_cuda_tuning(int pdl);
 /* Device memory held by the CUDA forward (0 on the CPU). */
 size_t flint_target_device_bytes(const flint_target *t);
 /* The options as resolved at open (no zeros left: max_len, kv_blocks, n_threads filled in). */

@@ -15,7 +15,12 @@
  *  3. batch invariance: 32 mixed requests (sequences, positions, draft counts, greedy and sampled)
  *     in one call, then each alone: tokens, logits, base logits, confidences and q bit-identical;
  *     a prompt re-encoded in chunks of 5 rows leaves the drafts bit-identical;
- *  4. timing of draft calls for 1, 8 and 64 requests (printed, not asserted; --no-lab skips it).
+ *  4. timing of draft calls for 1, 8 and 64 requests (printed, not asserted; --no-lab skips it);
+ *  5. captured graphs == eager launches, bit for bit: two CUDA drafters on one target, one with
+ *     enforce_eager, fed the same encodes (row counts that pad, host taps and device taps with
+ *     source rows, rows of several sequences per call) and the same draft calls (1, 3, 8, 13 and
+ *     32 requests, 1..7 drafts mixed, greedy and sampled, contexts in the 512 and 1024 attention
+ *     buckets, q to the host, on the device or not at all); the graph stats are printed.
  *
  * Tolerances (the CUDA path rounds activations to bf16 once per GEMM input, stores the context
  * K/V in bf16, and shares the target's bf16 LM head; the CPU is fp32 throughout):
@@ -745,6 +750,263 @@ static void test_golden(void) {
     cJSON_Delete(ref);
 }
 
+/* ==== 5. captured graphs == eager launches ==== */
+
+enum { G_SEQ = 4, G_LEN = 1024, G_REQS = 32 };
+
+/* Tokens and confidences of slots k < n_draft, and q of sampled requests' slots (when qa), of two
+ * draft calls; returns the number of differing values, counts the q rows compared. */
+static int cmp_drafts(int n, const flint_drafter_req *rq, int K, int V, const int32_t *ta, const int32_t *tb,
+                      const float *ca, const float *cb, const float *qa, const float *qb, int *n_q) {
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        int sampled = !(rq[i].greedy || rq[i].temperature == 0.0f);
+        for (int k = 0; k < rq[i].n_draft; k++) {
+            size_t o = (size_t)i * K + k;
+            bad += ta[o] != tb[o];
+            bad += memcmp(ca + o, cb + o, sizeof(float)) != 0;
+            if (qa && sampled) {
+                bad += memcmp(qa + o * V, qb + o * V, sizeof(float) * V) != 0;
+                (*n_q)++;
+            }
+        }
+    }
+    return bad;
+}
+
+typedef struct gbuf {
+    int32_t *tok;
+    float *conf, *q, *lg, *base;
+} gbuf;
+
+/* One draft call; q_mode 0: q to the host, 1: no q, 2: q left on the device (then copied here from
+ * flint_drafter_device_q); logits: also logits and base logits (an eager call). Outputs are
+ * cleared first so both drafters start from the same bytes. */
+static int g_draft(flint_drafter *d, int n, const flint_drafter_req *rq, int32_t *const *tables, int q_mode,
+                   int logits, gbuf *o, int K, int V) {
+    size_t nk = (size_t)n * K;
+    memset(o->tok, 0, sizeof(int32_t) * nk);
+    memset(o->conf, 0, sizeof(float) * nk);
+    memset(o->q, 0, sizeof(float) * nk * V);
+    flint_drafter_out out = {.tokens = o->tok, .confidence = o->conf, .q = q_mode == 0 ? o->q : NULL,
+                             .q_on_device = q_mode == 2, .logits = logits ? o->lg : NULL,
+                             .base_logits = logits ? o->base : NULL};
+    flint_err err = {0};
+    int rc = flint_drafter_draft(d, n, rq, (const int32_t *const *)tables, G_SEQ, &out, &err);
+    CHECKF(rc == 0, "draft: %s", err.msg);
+    if (rc == 0 && q_mode == 2) CK(cudaMemcpy(o->q, flint_drafter_device_q(d), sizeof(float) * nk * V,
+                                              cudaMemcpyDeviceToHost));
+    return rc;
+}
+
+static void gbuf_alloc(gbuf *b, int n, int K, int V) {
+    b->tok = calloc((size_t)n * K, sizeof(int32_t));
+    b->conf = calloc((size_t)n * K, sizeof(float));
+    b->q = calloc((size_t)n * K * V, sizeof(float));
+    b->lg = calloc((size_t)n * K * V, sizeof(float));
+    b->base = calloc((size_t)n * K * V, sizeof(float));
+}
+static void gbuf_free(gbuf *b) { free(b->tok), free(b->conf), free(b->q), free(b->lg), free(b->base); }
+
+/* The requests of draft call `call` with n requests: the short family keeps every context below
+ * 120 positions (attention bound 512), the long one puts request 0 (and others) past 600 (bound
+ * 1024); draft counts 1..K mixed (a function of the call, so the Markov step count varies between
+ * calls but not between rounds), a third greedy, the rest sampled at several temperatures; round 1
+ * moves positions, anchors, temperatures and seeds inside the same launch shapes (a replay must read
+ * the new batch). */
+static void g_reqs(flint_drafter_req *rq, int n, int call, int round, int longf, const int *len,
+                   int32_t *const *toks, int K) {
+    for (int i = 0; i < n; i++) {
+        int s = (i + call) % G_SEQ, P;
+        unsigned h = 2654435761u * (unsigned)(i + 7 * call + 131 * round + 1);
+        if (!longf || (s >= 2 && i != 0)) P = 1 + (int)(h % 90u);
+        else {
+            if (s >= 2) s = 0; /* request 0 of the long family: a long sequence */
+            P = 560 + (int)(h % (unsigned)(len[s] - 561));
+        }
+        if (i == 3 && round == 0) P = 0; /* no context at all */
+        rq[i] = (flint_drafter_req){.anchor = toks[s][P], .pos = P, .seq = s, .n_draft = 1 + (i * 3 + call) % K,
+                                    .temperature = 0.6f + 0.15f * (float)((i + round) % 5),
+                                    .greedy = (i + call) % 3 == 0, .seed = 1000 + 31 * (uint64_t)i + 7 * round};
+    }
+}
+
+static void test_graphs(void) {
+    char model[4096], dft[4096];
+    snprintf(model, sizeof model, "%s/models/flint-tiny", SRC);
+    snprintf(dft, sizeof dft, "%s/models/flint-tiny-dspark", SRC);
+    flint_err err = {0};
+    flint_target_options to;
+    flint_target_options_default(&to);
+    to.max_seqs = G_SEQ;
+    to.max_len = G_LEN;
+    to.device = FLINT_TARGET_CUDA;
+    flint_target *tgt = flint_target_open(model, &to, &err);
+    CHECKF(tgt != NULL, "%s", err.msg);
+    if (!tgt) return;
+    flint_drafter_options o;
+    flint_drafter_options_default(&o);
+    o.max_reqs = G_REQS;
+    o.device = FLINT_TARGET_CUDA;
+    flint_drafter *dg = flint_drafter_open(dft, tgt, &o, &err);
+    CHECKF(dg != NULL, "graph drafter: %s", err.msg);
+    o.enforce_eager = 1;
+    flint_drafter *de = dg ? flint_drafter_open(dft, tgt, &o, &err) : NULL;
+    CHECKF(de != NULL, "eager drafter: %s", err.msg);
+    if (!dg || !de) {
+        flint_drafter_close(dg);
+        flint_target_close(tgt);
+        return;
+    }
+    const flint_drafter_config *c = flint_drafter_get_config(dg);
+    const int K = c->max_draft, V = c->vocab_size, Vd = c->draft_vocab_size, nTH = c->n_taps * c->hidden_size;
+    const int len[G_SEQ] = {700, 640, 130, 96}, per = (G_LEN + 15) / 16;
+    printf("graphs == eager (flint-tiny-dspark, random taps, sequences of 700, 640, 130 and 96 positions)\n");
+
+    /* sequences: random taps and tokens, tables over the whole pool in a scrambled order */
+    int32_t *tables[G_SEQ], *toks[G_SEQ];
+    int off[G_SEQ + 1];
+    off[0] = 0;
+    for (int s = 0; s < G_SEQ; s++) {
+        tables[s] = malloc(sizeof(int32_t) * per);
+        for (int k = 0; k < per; k++) tables[s][k] = (G_SEQ - 1 - s) * per + (per - 1 - k);
+        toks[s] = malloc(sizeof(int32_t) * len[s]);
+        for (int p = 0; p < len[s]; p++) toks[s][p] = (int32_t)(rnd() % (unsigned)(V - 2));
+        off[s + 1] = off[s] + len[s];
+    }
+    const int total = off[G_SEQ];
+    float *taps = malloc(sizeof(float) * (size_t)total * nTH); /* row off[s] + p: sequence s, position p */
+    for (size_t i = 0; i < (size_t)total * nTH; i++) taps[i] = urand(-2, 2);
+    /* the device copy in reverse row order: row total - 1 - g holds host row g (src_rows undo it) */
+    float *dtaps = dalloc(sizeof(float) * (size_t)total * nTH);
+    for (int g = 0; g < total; g++)
+        CK(cudaMemcpy(dtaps + (size_t)(total - 1 - g) * nTH, taps + (size_t)g * nTH, sizeof(float) * nTH,
+                      cudaMemcpyHostToDevice));
+
+    /* encode every position of every sequence, the sequences' rows interleaved (a call mixes
+     * sequences), in calls of 5, 11, 37, 1, 9, 64, 3 and 200 rows, host or device taps */
+    int32_t *order = malloc(sizeof(int32_t) * total), *pos = malloc(sizeof(int32_t) * total);
+    int32_t *rsq = malloc(sizeof(int32_t) * total), *src = malloc(sizeof(int32_t) * total);
+    float *chunk = malloc(sizeof(float) * (size_t)200 * nTH);
+    int no = 0;
+    for (int p = 0; p < G_LEN; p++)
+        for (int s = 0; s < G_SEQ; s++)
+            if (p < len[s]) order[no++] = off[s] + p;
+    static const int sizes[] = {5, 11, 37, 1, 9, 64, 3, 200};
+    int n_calls = 0, n_dev = 0, enc_fail = 0;
+    for (int at = 0; at < total; n_calls++) {
+        int R = sizes[n_calls % 8], device = n_calls % 3 == 1;
+        if (R > total - at) R = total - at;
+        for (int r = 0; r < R; r++) {
+            int g = order[at + r], s = 0;
+            while (g >= off[s + 1]) s++;
+            pos[r] = g - off[s], rsq[r] = s, src[r] = total - 1 - g;
+            memcpy(chunk + (size_t)r * nTH, taps + (size_t)g * nTH, sizeof(float) * nTH);
+        }
+        flint_drafter_ctx_batch b = {.n_rows = R, .pos = pos, .row_seq = rsq, .n_seqs = G_SEQ,
+                                     .block_tables = (const int32_t *const *)tables};
+        if (device) b.taps_device = dtaps, b.src_rows = src;
+        else b.taps = chunk;
+        enc_fail += flint_drafter_encode(dg, &b, &err) != 0;
+        enc_fail += flint_drafter_encode(de, &b, &err) != 0;
+        n_dev += device;
+        at += R;
+    }
+    CHECKF(enc_fail == 0, "encode: %s", err.msg);
+    CK(cudaDeviceSynchronize());
+    flint_drafter_graph_info gi_enc;
+    flint_drafter_graph_stats(dg, &gi_enc);
+    printf("  encoded %d rows in %d calls (%d with device taps): %d encode graphs captured\n", total, n_calls, n_dev,
+           (int)gi_enc.n_captures);
+
+    gbuf ga, gb;
+    gbuf_alloc(&ga, G_REQS, K, V);
+    gbuf_alloc(&gb, G_REQS, K, V);
+    flint_drafter_req rq[G_REQS];
+    int n_q = 0;
+
+    /* the context caches: eager drafts with logits (on both drafters) from every sequence's end
+     * and middle see every encoded row; logits, base logits, tokens, confidences and q must be the
+     * same bits */
+    {
+        int n = 0;
+        for (int s = 0; s < G_SEQ; s++)
+            for (int j = 0; j < 2; j++) {
+                int P = j ? len[s] - 1 : len[s] / 2;
+                rq[n] = (flint_drafter_req){.anchor = toks[s][P], .pos = P, .seq = s, .n_draft = K,
+                                            .temperature = 0.8f, .greedy = n % 2, .seed = 77 + (uint64_t)n};
+                n++;
+            }
+        int bad = -1;
+        if (g_draft(dg, n, rq, tables, 0, 1, &ga, K, V) == 0 && g_draft(de, n, rq, tables, 0, 1, &gb, K, V) == 0) {
+            bad = cmp_drafts(n, rq, K, V, ga.tok, gb.tok, ga.conf, gb.conf, ga.q, gb.q, &n_q);
+            size_t nl = (size_t)n * K * Vd;
+            bad += memcmp(ga.lg, gb.lg, sizeof(float) * nl) != 0;
+            bad += memcmp(ga.base, gb.base, sizeof(float) * nl) != 0;
+        }
+        printf("  context caches after graph vs eager encodes: %s\n",
+               bad == 0 ? "identical drafts and logits" : "DIFFER");
+        CHECKF(bad == 0, "encode graphs: drafts over the context encoded by graphs differ from eager (%d values)", bad);
+    }
+
+    /* draft calls: two rounds of the same launch shapes with new data; the second captures nothing */
+    static const int counts[] = {1, 3, 8, 13, 32};
+    flint_drafter_graph_info gi1;
+    memset(&gi1, 0, sizeof gi1);
+    int bad_total = 0, calls = 0, distinct = 0;
+    long captures_round[2] = {0, 0};
+    for (int round = 0; round < 2; round++) {
+        flint_drafter_graph_info before;
+        flint_drafter_graph_stats(dg, &before);
+        for (int ci = 0; ci < 5; ci++)
+            for (int longf = 0; longf < 2; longf++)
+                for (int q_mode = 0; q_mode < 3; q_mode++) {
+                    int n = counts[ci], call = ci * 6 + longf * 3 + q_mode;
+                    g_reqs(rq, n, call, round, longf, len, toks, K);
+                    if (g_draft(dg, n, rq, tables, q_mode, 0, &ga, K, V) ||
+                        g_draft(de, n, rq, tables, q_mode, 0, &gb, K, V))
+                        continue;
+                    int bad = cmp_drafts(n, rq, K, V, ga.tok, gb.tok, ga.conf, gb.conf, q_mode == 1 ? NULL : ga.q,
+                                         q_mode == 1 ? NULL : gb.q, &n_q);
+                    if (bad)
+                        fprintf(stderr, "  round %d: %d requests, %s contexts, q %s: %d values differ (graph vs "
+                                "eager)\n", round, n, longf ? "long" : "short",
+                                q_mode == 0 ? "to the host" : q_mode == 1 ? "off" : "on the device", bad);
+                    bad_total += bad;
+                    calls++;
+                    for (int i = 0; i < n; i++)
+                        for (int k = 0; k < rq[i].n_draft; k++) distinct += ga.tok[(size_t)i * K + k] != ga.tok[0];
+                }
+        flint_drafter_graph_stats(dg, &gi1);
+        captures_round[round] = gi1.n_captures - before.n_captures;
+    }
+    flint_drafter_graph_info ge;
+    flint_drafter_graph_stats(de, &ge);
+    printf("  %d draft calls on each drafter: %d values differ (%d q rows compared); graph captures %ld in round 0, "
+           "%ld in round 1 (replays)\n", calls, bad_total, n_q, captures_round[0], captures_round[1]);
+    printf("  graph stats: %d graphs held, %ld captures in %.3f s (eager drafter: %d graphs, %ld captures)\n",
+           gi1.n_graphs, gi1.n_captures, gi1.capture_s, ge.n_graphs, ge.n_captures);
+    CHECKF(calls == 60, "only %d of 60 draft call pairs ran", calls);
+    CHECKF(bad_total == 0, "graph drafts differ from eager drafts in %d values", bad_total);
+    CHECKF(n_q > 0 && distinct > 0, "the comparison saw no sampled q rows (%d) or only one token (%d others)", n_q,
+           distinct);
+    CHECKF(gi_enc.n_captures > 0 && captures_round[0] > 0 && gi1.n_graphs > 0,
+           "the graph drafter captured no graphs (encode %ld, draft %ld)", gi_enc.n_captures, captures_round[0]);
+    CHECKF(captures_round[1] == 0, "round 1 repeated round 0's launch shapes but captured %ld graphs",
+           captures_round[1]);
+    CHECKF(ge.n_graphs == 0 && ge.n_captures == 0, "enforce_eager: %d graphs, %ld captures", ge.n_graphs,
+           ge.n_captures);
+
+    gbuf_free(&ga);
+    gbuf_free(&gb);
+    cudaFree(dtaps);
+    free(taps), free(order), free(pos), free(rsq), free(src), free(chunk);
+    for (int s = 0; s < G_SEQ; s++) free(tables[s]), free(toks[s]);
+    flint_drafter_close(dg);
+    flint_drafter_close(de);
+    flint_target_close(tgt);
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-lab")) lab = 0;
@@ -765,5 +1027,6 @@ int main(int argc, char **argv) {
         if (lab) test_timing(&t);
     }
     close_tiny(&t);
+    test_graphs();
     return test_report("test_drafter_cuda");
 }

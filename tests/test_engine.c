@@ -373,6 +373,34 @@ static void test_logprobs(void) {
     CHECK(sorted);
 }
 
+/* The step profile: off by default (zeros), and once on, every step counted and its phases
+ * accounted for (draft, verify, encode and host all take time with a drafter); the tokens are
+ * the same as without it. */
+static void test_profile(void) {
+    static results a, b;
+    flint_request_params prm[NP];
+    params_for(prm, 4, 0.8f, 7);
+    flint_engine *e = open_engine(DFT, 4, 512, 0);
+    if (!e) return;
+    run(e, 0, 4, prm, &a);
+    flint_step_profile p;
+    flint_engine_step_profile(e, &p);
+    CHECK(p.steps == 0 && p.draft_ms == 0 && p.host_ms == 0);
+    flint_engine_set_profile(e, 1);
+    run(e, 0, 4, prm, &b);
+    flint_engine_step_profile(e, &p);
+    for (int i = 0; i < 4; i++) CHECKF(same(&a, &b, i), "prompt %d: the profile changed the output", i);
+    const double sum = p.prefill_ms + p.draft_ms + p.verify_ms + p.accept_ms + p.encode_ms + p.host_ms;
+    CHECKF(p.steps >= MAXT / 5 && p.steps <= MAXT + 2, "%lld profiled steps for %d tokens", (long long)p.steps, MAXT);
+    CHECKF(p.prefill_ms > 0 && p.draft_ms > 0 && p.verify_ms > 0 && p.encode_ms > 0 && p.host_ms > 0 &&
+           p.accept_ms >= 0, "profile phases: prefill %.3f draft %.3f verify %.3f accept %.3f encode %.3f host %.3f ms",
+           p.prefill_ms, p.draft_ms, p.verify_ms, p.accept_ms, p.encode_ms, p.host_ms);
+    printf("  profile over %lld steps: %.3f ms (draft %.3f, verify %.3f, encode %.3f, host %.3f)\n",
+           (long long)p.steps, sum, p.draft_ms, p.verify_ms, p.encode_ms, p.host_ms);
+    flint_engine_set_profile(e, 0);
+    flint_engine_close(e);
+}
+
 int main(void) {
     unsigned x = 12345;
     for (int p = 0; p < NP; p++) {
@@ -388,5 +416,6 @@ int main(void) {
     test_stops_and_errors();
     test_prefix_cache();
     test_logprobs();
+    test_profile();
     return test_report("test_engine");
 }

@@ -347,6 +347,28 @@ static void test_engine(void) {
         CHECKF(same == N_PROMPTS, "GPU and host acceptance differ on %d of %d sampled prompts", N_PROMPTS - same,
                N_PROMPTS);
     }
+    /* the taps through host memory (host_taps) vs left on the GPU and gathered there (the
+     * default): the drafts, hence the sampled tokens and the acceptance, must not change */
+    o.host_accept = 0;
+    o.host_taps = 1;
+    flint_engine *ht = flint_engine_open(&o, &err);
+    CHECKF(ht != NULL, "%s", err.msg);
+    for (int c = 0; ht && c < 3; c++) {
+        run_sampling = &sps[c];
+        memset(a, 0xff, sizeof a), memset(bb, 0xfe, sizeof bb);
+        flint_spec_stats sa, sb;
+        run(e, ids, n_ids, N_PROMPTS, 8 << (2 * (c & 1)), 1, 7, a, &sa);
+        run(ht, ids, n_ids, N_PROMPTS, 8 << (2 * (c & 1)), 1, 7, bb, &sb);
+        int same = 0;
+        for (int i = 0; i < N_PROMPTS; i++) same += !memcmp(a[i], bb[i], sizeof(int32_t) * GEN);
+        printf("  sampled T=%.1f, K = 7, batch %d: taps on the GPU == taps through the host for %d/%d prompts "
+               "(AL %.3f / %.3f)\n", sps[c].temperature, 8 << (2 * (c & 1)), same, N_PROMPTS,
+               flint_spec_stats_mean_al(&sa), flint_spec_stats_mean_al(&sb));
+        CHECKF(same == N_PROMPTS && sa.accepted == sb.accepted && sa.steps == sb.steps,
+               "device taps and host taps differ on %d of %d sampled prompts (accepted %lld vs %lld)",
+               N_PROMPTS - same, N_PROMPTS, (long long)sa.accepted, (long long)sb.accepted);
+    }
+    flint_engine_close(ht);
     run_sampling = NULL;
     flint_engine_close(h);
     for (int i = 0; i < N_PROMPTS; i++) free(ids[i]);

@@ -261,7 +261,8 @@ static void *pipeline(void *arg) {
     flint_target_batch b = {in->n_rows, in->tok, in->pos, in->seq, N_SEQ, (const int32_t *const *)in->tables, 1, &last,
                             logits, dc->n_taps, dc->tap_layers, taps};
     p->rc = flint_target_forward(p->t, &b, &p->err);
-    flint_drafter_ctx_batch cb = {in->n_rows, taps, in->pos, in->seq, N_SEQ, (const int32_t *const *)in->tables};
+    flint_drafter_ctx_batch cb = {.n_rows = in->n_rows, .taps = taps, .pos = in->pos, .row_seq = in->seq, .n_seqs = N_SEQ,
+                                  .block_tables = (const int32_t *const *)in->tables};
     if (!p->rc) p->rc = flint_drafter_encode(p->d, &cb, &p->err);
     flint_drafter_req reqs[N_SEQ];
     for (int s = 0; s < N_SEQ; s++) reqs[s] = (flint_drafter_req){in->anchors[s], PROMPT, s, DK, 0.0f, 1, 1};

@@ -71,6 +71,11 @@ int flint_engine_has_drafter(const flint_engine *e) { return e->dft != NULL; }
 const char *flint_engine_drafter_desc(const flint_engine *e) { return e->dft ? flint_drafter_describe(e->dft) : NULL; }
 int flint_engine_num_speculative_tokens(const flint_engine *e) { return e->K; }
 const flint_spec_stats *flint_engine_stats(const flint_engine *e) { return &e->pooled; }
+void flint_engine_step_profile(const flint_engine *e, flint_step_profile *p) { *p = e->prof; }
+void flint_engine_set_profile(flint_engine *e, int on) {
+    if (on && !e->o.profile) memset(&e->prof, 0, sizeof e->prof);
+    e->o.profile = on != 0;
+}
 /* Blocks held only by the prefix cache count as free: they are given back on demand. */
 int flint_engine_kv_blocks_free(const flint_engine *e) {
     return flint_kv_alloc_free_count(e->kv) + (e->pc ? flint_prefix_evictable(e->pc, e->kv) : 0);
@@ -78,6 +83,13 @@ int flint_engine_kv_blocks_free(const flint_engine *e) {
 
 void flint_engine_device_stats(const flint_engine *e, flint_target_graph_info *graphs, size_t *device_bytes) {
     flint_target_graph_stats(e->tgt, graphs);
+    if (e->dft) { /* the CUDA drafter's encode and draft graphs count with the target's */
+        flint_drafter_graph_info di;
+        flint_drafter_graph_stats(e->dft, &di);
+        graphs->n_graphs += di.n_graphs;
+        graphs->n_captures += di.n_captures;
+        graphs->capture_s += di.capture_s;
+    }
     *device_bytes = flint_target_device_bytes(e->tgt);
 }
 
@@ -172,6 +184,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
          * on the CPU in this version (the CUDA drafter beside a sharded target is not yet verified
          * on a multi-GPU machine) */
         dopt.device = o->tensor_parallel_size > 1 ? FLINT_TARGET_CPU : o->device;
+        dopt.enforce_eager = o->enforce_eager;
         if (!(e->dft = flint_drafter_open(o->drafter_dir, e->tgt, &dopt, err))) goto fail;
         const flint_drafter_config *dc = flint_drafter_get_config(e->dft);
         e->K = o->num_speculative_tokens ? o->num_speculative_tokens : dc->max_draft;
@@ -236,6 +249,10 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
         if (o->dyn_fixed_ms == 0 && o->dyn_row_ms == 0 && flint_engine_measure_verify_cost(e, err)) goto fail;
     }
     if (flint_engine_dev_open(e, err)) goto fail;
+    if (e->dft && flint_drafter_device_q(e->dft) && !e->tp && !o->host_taps) { /* taps go from the target to the drafter on the GPU */
+        e->dev_taps = 1;
+        e->tap_src = flint_xmalloc(sizeof(int32_t) * (size_t)R);
+    }
     flint_log_info("engine: %s, max_seqs %d, max_model_len %d, prefill chunk %d, %s", o->model_dir, S, e->max_len,
                    o->prefill_chunk, e->dft ? "speculative" : "no drafter");
     if (e->dft) flint_log_info("engine: K = %d%s, %s drafts; drafter %s", e->K,
@@ -279,6 +296,7 @@ void flint_engine_close(flint_engine *e) {
     free(e->order);
     free(e->dev_out);
     free(e->dev_acc);
+    free(e->tap_src);
     flint_engine_dev_close(e);
     free(e->events);
     flint_sampler_scratch_free(&e->sc);

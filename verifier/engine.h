@@ -57,6 +57,8 @@ typedef struct flint_engine_options {
     int tensor_parallel_size;   /* CUDA: > 1 shards the target over GPUs 0..N-1 through NCCL, one thread
                                  * per rank (verifier/tp.c); 0 or 1: one GPU */
     int tp_nccl;                /* tests: go through the NCCL path even at tensor_parallel_size 1 */
+    int host_taps;              /* CUDA: the target's taps reach the CUDA drafter through host memory
+                                 * (tests; the default leaves them on the GPU) */
     int host_accept;            /* CUDA: take the acceptance and sampling decisions on the host from
                                  * downloaded logits (tests; the default decides on the GPU when no
                                  * session of the step needs logits on the host) */
@@ -66,6 +68,8 @@ typedef struct flint_engine_options {
      * but the work per step is the real one. Never set by the server or evals. */
     int synthetic;
     float synthetic_rates[FLINT_MAX_DRAFT];
+    int profile;                /* benchmarks: time each phase of a step (flint_engine_step_profile); the
+                                 * device is waited for after each phase, which adds idle gaps */
 } flint_engine_options;
 
 void flint_engine_options_default(flint_engine_options *o);
@@ -167,12 +171,24 @@ typedef struct flint_step_event {
  * internal error, after which the engine should be closed. */
 int flint_engine_step(flint_engine *e, const flint_step_event **events, int *n_events, flint_err *err);
 
+/* Where steps spend their time (engine option profile), milliseconds summed over the steps since
+ * open: each device phase ends in a wait for the GPU, so its time is its launches plus its GPU
+ * work, and host is everything else (scheduling, acceptance bookkeeping, emission, stop strings,
+ * block tables): the engine's own CPU time per step. Zeros without the option. */
+typedef struct flint_step_profile {
+    int64_t steps;
+    double prefill_ms, draft_ms, verify_ms, accept_ms, encode_ms, host_ms;
+} flint_step_profile;
+void flint_engine_step_profile(const flint_engine *e, flint_step_profile *p);
+/* Turn the profile on or off from now on (the sums restart at zero when it is turned on). */
+void flint_engine_set_profile(flint_engine *e, int on);
+
 /* Pooled statistics over every step so far. */
 const flint_spec_stats *flint_engine_stats(const flint_engine *e);
 /* Prefix cache: prompt tokens looked up and found so far, and blocks held by the cache now. */
 void flint_engine_prefix_stats(const flint_engine *e, int64_t *query_tokens, int64_t *hit_tokens, int *cached_blocks);
-/* The CUDA target's captured graphs (rank 0's with tensor parallelism) and its device memory in
- * one allocation; zeros on the CPU. */
+/* Captured CUDA graphs of the target (rank 0's with tensor parallelism) and of the CUDA drafter
+ * (encode and draft), and the target's device memory in one allocation; zeros on the CPU. */
 void flint_engine_device_stats(const flint_engine *e, flint_target_graph_info *graphs, size_t *device_bytes);
 
 /* ==== shared by the commands and the server ==== */

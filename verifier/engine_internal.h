@@ -88,6 +88,10 @@ struct flint_engine {
     flint_grammar_vocab *gvocab; /* built at the first constrained request */
     uint8_t *allowed;            /* [V] grammar mask scratch */
     int64_t prefix_query_tokens, prefix_hit_tokens;
+    int dev_taps;      /* the target's taps stay on the GPU and the CUDA drafter encodes them there */
+    int32_t *tap_src;  /* [max_rows] verify row of each committed row (dev_taps) */
+    flint_step_profile prof;
+    double prof_t;     /* the last profile mark (ms) */
     char piece[8192];
 };
 
@@ -135,6 +139,8 @@ int flint_engine_forward(flint_engine *e, const flint_target_batch *b, flint_err
  * order[0..n) the step's sessions in row order, the first n0 without drafts (rows 0..n0-1), n_d
  * draft requests; fills out[i * (FLINT_MAX_DRAFT + 1) ..] and acc[i] per session i of order. */
 int flint_engine_dev_open(flint_engine *e, flint_err *err);
+/* Wait for the target's stream (profiling); a no-op on the CPU. */
+void flint_engine_dev_wait(flint_engine *e);
 void flint_engine_dev_close(flint_engine *e);
 int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, int n_d, int32_t *out, int *acc,
                             flint_err *err);

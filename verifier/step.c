@@ -1,9 +1,41 @@
 /* One engine step (see engine.h and engine.c's banner): retire, admit, prefill chunks, then the
  * speculative step for every running session in one drafter call and one target forward. */
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "verifier/engine_internal.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* Profile mark (engine option profile): the time since the last mark goes to *slot, after the
+ * GPU has finished what was launched (device phases); host phases call it before a device phase. */
+static void mark(flint_engine *e, double *slot) {
+    if (!e->o.profile) return;
+    flint_engine_dev_wait(e);
+    const double t = now_ms();
+    *slot += t - e->prof_t;
+    e->prof_t = t;
+}
+
+/* The drafter's view of the taps a forward left: on the GPU (dev_taps) or in e->taps. */
+static flint_drafter_ctx_batch ctx_batch(flint_engine *e, int n_rows, const int32_t *src_rows) {
+    flint_drafter_ctx_batch cb = {.n_rows = n_rows, .pos = e->row_pos, .row_seq = e->row_seq,
+                                  .n_seqs = e->o.max_seqs, .block_tables = e->tables};
+    if (e->dev_taps) {
+        flint_target_device_view v;
+        flint_target_get_device_view(e->tgt, &v);
+        cb.taps_device = v.taps;
+        cb.src_rows = src_rows;
+    } else {
+        cb.taps = e->taps;
+    }
+    return cb;
+}
 
 /* Sample the first output token after a completed prefill (SAMPLE stream at its position). */
 static int start_session(flint_engine *e, int sid, float *logits, flint_err *err) {
@@ -55,13 +87,15 @@ static int prefill(flint_engine *e, flint_err *err) {
     flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
                             .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = n_logit,
                             .logit_rows = e->logit_rows, .logits = e->logits, .n_taps = e->dft ? e->n_taps : 0,
-                            .tap_layers = e->tap_layers, .taps = e->taps};
+                            .tap_layers = e->tap_layers, .taps = e->dev_taps ? NULL : e->taps,
+                            .taps_on_device = e->dev_taps};
+    mark(e, &e->prof.host_ms);
     if (flint_engine_forward(e, &b, err)) return -1;
     if (e->dft) {
-        flint_drafter_ctx_batch cb = {.n_rows = R, .taps = e->taps, .pos = e->row_pos, .row_seq = e->row_seq,
-                                      .n_seqs = e->o.max_seqs, .block_tables = e->tables};
+        flint_drafter_ctx_batch cb = ctx_batch(e, R, NULL);
         if (flint_drafter_encode(e->dft, &cb, err)) return -1;
     }
+    mark(e, &e->prof.prefill_ms);
     for (int i = 0; i < n_done; i++) {
         if (start_session(e, done_sid[i], e->logits + (size_t)i * e->V, err)) return -1;
         flint_engine_push_event(e, done_sid[i]);
@@ -124,7 +158,9 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     if (n_d > 0) {
         flint_drafter_out out = {.tokens = e->drafts, .q = e->o.draft_greedy || use_dev ? NULL : e->q,
                                  .confidence = e->conf, .q_on_device = use_dev && !e->o.draft_greedy};
+        mark(e, &e->prof.host_ms);
         if (flint_drafter_draft(e->dft, n_d, e->dreqs, e->tables, e->o.max_seqs, &out, err)) return -1;
+        mark(e, &e->prof.draft_ms);
         if (e->o.dynamic_draft) {
             flint_engine_schedule_drafts(e, R, n_d);
             for (int d = 0; d < n_d; d++) e->ss[e->dreq_sid[d]].k = e->dlen[d];
@@ -161,10 +197,14 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
                             .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = R,
                             .logit_rows = e->logit_rows, .logits = use_dev ? NULL : e->logits,
-                            .n_taps = e->dft ? e->n_taps : 0, .tap_layers = e->tap_layers, .taps = e->taps,
-                            .logits_on_device = use_dev};
+                            .n_taps = e->dft ? e->n_taps : 0, .tap_layers = e->tap_layers,
+                            .taps = e->dev_taps ? NULL : e->taps, .logits_on_device = use_dev,
+                            .taps_on_device = e->dev_taps};
+    mark(e, &e->prof.host_ms);
     if (flint_engine_forward(e, &b, err)) return -1;
+    mark(e, &e->prof.verify_ms);
     if (use_dev && flint_engine_dev_accept(e, e->order, n0, n, n_d, e->dev_out, e->dev_acc, err)) return -1;
+    mark(e, &e->prof.accept_ms); /* the host path decides in the loop below (host time) */
 
     /* accept, emit, and gather the context rows to commit (in row order: the compaction of the
      * committed rows below only ever moves rows down) */
@@ -212,7 +252,8 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
             if (e->dft)
                 for (int j = 0; j <= acc; j++) {
                     int src = r0 + j;
-                    if (C != src)
+                    if (e->dev_taps) e->tap_src[C] = src;
+                    else if (C != src)
                         memmove(e->taps + (size_t)C * e->n_taps * e->H, e->taps + (size_t)src * e->n_taps * e->H,
                                 sizeof(float) * e->n_taps * e->H);
                     e->row_pos[C] = e->row_pos[src];
@@ -225,15 +266,21 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         flint_engine_push_event(e, i);
     }
     if (e->dft && C > 0) {
-        flint_drafter_ctx_batch cb = {.n_rows = C, .taps = e->taps, .pos = e->row_pos, .row_seq = e->row_seq,
-                                      .n_seqs = e->o.max_seqs, .block_tables = e->tables};
+        flint_drafter_ctx_batch cb = ctx_batch(e, C, e->tap_src);
+        mark(e, &e->prof.host_ms);
         if (flint_drafter_encode(e->dft, &cb, err)) return -1;
+        mark(e, &e->prof.encode_ms);
     }
     return 0;
 }
 
 int flint_engine_step(flint_engine *e, const flint_step_event **events, int *n_events, flint_err *err) {
     e->n_events = 0;
+    if (e->o.profile) {
+        flint_engine_dev_wait(e);
+        e->prof_t = now_ms();
+        e->prof.steps++;
+    }
     unsigned char fresh[4096];
     for (int i = 0; i < e->o.max_seqs; i++) {
         session *s = &e->ss[i];
@@ -257,6 +304,7 @@ int flint_engine_step(flint_engine *e, const flint_step_event **events, int *n_e
         session *s = &e->ss[e->events[i].sid];
         if (s->finish != FLINT_FINISH_NONE && s->st != S_FREE) s->st = S_DONE;
     }
+    mark(e, &e->prof.host_ms);
     *events = e->events;
     *n_events = e->n_events;
     return 0;

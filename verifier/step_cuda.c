@@ -166,7 +166,15 @@ int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, in
     return 0;
 }
 
+void flint_engine_dev_wait(flint_engine *e) {
+    flint_target_device_view v;
+    flint_target_get_device_view(e->tgt, &v);
+    if (v.stream) cudaStreamSynchronize((cudaStream_t)v.stream);
+}
+
 #else /* no CUDA backend: the host path only */
+
+void flint_engine_dev_wait(flint_engine *e) { (void)e; }
 
 int flint_engine_dev_open(flint_engine *e, flint_err *err) {
     (void)e, (void)err;

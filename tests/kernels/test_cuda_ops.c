@@ -111,6 +111,12 @@ static dbuf dnew_up(const void *h, size_t bytes) {
     return b;
 }
 static void dfree(dbuf *b) { CK(cudaFree(b->base)); }
+/* A row-major bf16 W [N][K] on the device, packed as the tensor-core GEMM reads it (ops_cuda.h). */
+static dbuf dpack(const dbuf *w, int N, int K) {
+    dbuf b = dnew(sizeof(uint16_t) * flint_cuda_gemm_packed_elems(N, K));
+    flint_cuda_gemm_pack(b.p, w->p, N, K, NULL);
+    return b;
+}
 static void down(void *h, const dbuf *b) {
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(h, b->p, b->bytes, cudaMemcpyDeviceToHost));
@@ -185,7 +191,8 @@ static void test_embed(int V, int H, int R) {
     float *got = xmalloc(sizeof(float) * R * H);
     rand_bf16(e, NULL, (size_t)V * H, -1, 1);
     for (int r = 0; r < R; r++) tok[r] = r == 1 ? tok[0] : (r == 2 ? V - 1 : irand(V));
-    dbuf de = dnew_up(e, sizeof(uint16_t) * V * H), dt = dnew_up(tok, sizeof(int32_t) * R);
+    dbuf de0 = dnew_up(e, sizeof(uint16_t) * V * H), dt = dnew_up(tok, sizeof(int32_t) * R);
+    dbuf de = dpack(&de0, V, H); /* the embedding is stored packed, as a GEMM weight */
     dbuf dout = dnew(sizeof(float) * R * H);
     flint_cuda_embed(dout.p, de.p, dt.p, R, H, NULL);
     down(got, &dout);
@@ -198,8 +205,8 @@ static void test_embed(int V, int H, int R) {
         }
     char cas[96];
     snprintf(cas, sizeof cas, "V=%d H=%d rows=%d", V, H, R);
-    bits_row("embed", cas, bad, (size_t)R * H, nf, guards_ok(&dout));
-    dfree(&de), dfree(&dt), dfree(&dout);
+    bits_row("embed", cas, bad, (size_t)R * H, nf, guards_ok(&dout) && guards_ok(&de));
+    dfree(&de0), dfree(&de), dfree(&dt), dfree(&dout);
     free(e), free(tok), free(got);
 }
 
@@ -438,8 +445,8 @@ static void test_gemm_k(int tc, int exact, int M, int N, int K, int ldx, int ldy
     for (size_t i = 0; i < (size_t)N * K; i++) wf[i] = fabsf(wf[i]);
     flint_ops_matmul(bound, N, xf, ldx, wf, M, K, N, 0, n_cpu); /* sum |x w| per output */
     dbuf dx = dnew_up(xh, sizeof(uint16_t) * M * ldx), dw = dnew_up(wh, sizeof(uint16_t) * N * K);
-    dbuf dy = dnew_up(y0, sizeof(float) * M * ldy);
-    gemm_fns[tc](dy.p, ldy, dx.p, ldx, dw.p, M, N, K, accumulate, NULL);
+    dbuf dy = dnew_up(y0, sizeof(float) * M * ldy), dwp = dpack(&dw, N, K);
+    gemm_fns[tc](dy.p, ldy, dx.p, ldx, tc ? dwp.p : dw.p, M, N, K, accumulate, NULL); /* tc reads W packed */
     down(got, &dy);
     const double g = (tc ? K / 8.0 + 16.0 + 9.0 * K / 16.0 + 6.0 : K / 8.0 + K / 32.0 + 16.0) * ldexp(1.0, -24);
     cmp c = {0};
@@ -453,7 +460,7 @@ static void test_gemm_k(int tc, int exact, int M, int N, int K, int ldx, int ldy
     snprintf(cas, sizeof cas, "M=%d N=%d K=%d ldx=%d ldy=%d%s%s", M, N, K, ldx, ldy, accumulate ? " accumulate" : "",
              exact ? " ints" : "");
     row(gemm_names[tc], cas, &c, guards_ok(&dy) && gaps_ok(got, M, N, ldy, 4));
-    dfree(&dx), dfree(&dw), dfree(&dy);
+    dfree(&dx), dfree(&dw), dfree(&dy), dfree(&dwp);
     free(xh), free(wh), free(xf), free(wf), free(y0), free(ref), free(bound), free(got);
 }
 
@@ -470,16 +477,16 @@ static void test_gemm_invariance_k(int tc, int N, int K, const int *ms, int n_ms
     rand_bf16(xh, NULL, (size_t)MB * K, -1, 1);
     rand_bf16(wh, NULL, (size_t)N * K, -1, 1);
     dbuf dx = dnew_up(xh, sizeof(uint16_t) * MB * K), dw = dnew_up(wh, sizeof(uint16_t) * N * K);
-    dbuf d1 = dnew(sizeof(float) * MB * N), dm = dnew(sizeof(float) * MB * N);
-    const uint16_t *x = dx.p;
+    dbuf d1 = dnew(sizeof(float) * MB * N), dm = dnew(sizeof(float) * MB * N), dwp = dpack(&dw, N, K);
+    const uint16_t *x = dx.p, *w = tc ? dwp.p : dw.p; /* tc reads W packed */
     float *y1 = d1.p;
-    for (int r = 0; r < MB; r++) gemm_fns[tc](y1 + (size_t)r * N, N, x + (size_t)r * K, K, dw.p, 1, N, K, 0, NULL);
+    for (int r = 0; r < MB; r++) gemm_fns[tc](y1 + (size_t)r * N, N, x + (size_t)r * K, K, w, 1, N, K, 0, NULL);
     down(one, &d1);
     size_t bad = 0, nf = 0, total = 0;
     for (size_t i = 0; i < (size_t)MB * N; i++) nf += !isfinite(one[i]);
     for (int t = 0; t < n_ms; t++) {
         CK(cudaMemset(dm.p, 0xFF, sizeof(float) * MB * N)); /* no stale rows from the last launch */
-        gemm_fns[tc](dm.p, N, dx.p, K, dw.p, ms[t], N, K, 0, NULL);
+        gemm_fns[tc](dm.p, N, dx.p, K, w, ms[t], N, K, 0, NULL);
         down(many, &dm);
         for (size_t i = 0; i < (size_t)ms[t] * N; i++) {
             total++;
@@ -494,7 +501,7 @@ static void test_gemm_invariance_k(int tc, int N, int K, const int *ms, int n_ms
     }
     snprintf(cas, sizeof cas, "N=%d K=%d: rows of M=%s == M=1", N, K, list);
     bits_row(tc ? "gemm-tc-batch" : "gemm-batch", cas, bad, total, nf, guards_ok(&d1) && guards_ok(&dm));
-    dfree(&dx), dfree(&dw), dfree(&d1), dfree(&dm);
+    dfree(&dx), dfree(&dw), dfree(&d1), dfree(&dm), dfree(&dwp);
     free(xh), free(wh), free(one), free(many);
 }
 
@@ -527,10 +534,13 @@ static void test_gemm_tc_variants_k(int N, int K, int ldx, int ldy, int accumula
     memset(y0, 0xFF, ybytes); /* NaN: gaps, and the outputs when storing */
     if (accumulate)
         for (int m = 0; m < MB; m++) rand_f32(y0 + (size_t)m * ldy, N, -4, 4);
-    dbuf dx = dnew_up(xh, sizeof(uint16_t) * MB * ldx), dw = dnew_up(wh, sizeof(uint16_t) * N * K);
+    dbuf dx = dnew_up(xh, sizeof(uint16_t) * MB * ldx), dw0 = dnew_up(wh, sizeof(uint16_t) * N * K);
+    dbuf dw = dpack(&dw0, N, K);
     dbuf d1 = dnew_up(y0, ybytes), dm = dnew(ybytes);
+    flint_cuda_gemm_configure(0); /* the reference: plain launches */
     flint_cuda_gemm_tc_split(d1.p, ldy, dx.p, ldx, dw.p, MB, N, K, accumulate, n_split, NULL);
     down(want, &d1);
+    flint_cuda_gemm_configure(1); /* the variants: programmatic dependent launches */
     for (int v = 0; v < flint_cuda_gemm_tc_variants(); v++) {
         size_t bad = 0, nf = 0, total = 0;
         int untouched = 1;
@@ -554,8 +564,48 @@ static void test_gemm_tc_variants_k(int N, int K, int ldx, int ldy, int accumula
                  0, v, NULL), N, K, ldx != K || ldy != N ? " ld+" : "", accumulate ? " acc" : "", n_split);
         bits_row("gemm-tc-tiling", cas, bad, total, nf, untouched && guards_ok(&dm));
     }
-    dfree(&dx), dfree(&dw), dfree(&d1), dfree(&dm);
+    dfree(&dx), dfree(&dw0), dfree(&dw), dfree(&d1), dfree(&dm);
     free(xh), free(wh), free(y0), free(want), free(got);
+}
+
+/* The packed layout (ops_cuda.h): the host packer (uploads) gives the device packer's bytes, the
+ * padding is zero, and a GEMM over rows r0.. of a packed matrix (flint_cuda_gemm_packed_offset)
+ * gives the same bits as those outputs of the whole GEMM. */
+static void test_gemm_pack(int N, int K, int r0, int M) {
+    const size_t pe = flint_cuda_gemm_packed_elems(N, K);
+    uint16_t *wh = xmalloc(sizeof(uint16_t) * N * K), *xh = xmalloc(sizeof(uint16_t) * M * K);
+    uint16_t *dev = xmalloc(sizeof(uint16_t) * pe), *host = xmalloc(sizeof(uint16_t) * pe);
+    float *wf = xmalloc(sizeof(float) * N * K), *a = xmalloc(sizeof(float) * M * N), *b = xmalloc(sizeof(float) * M * N);
+    rand_bf16(wh, wf, (size_t)N * K, -1, 1);
+    rand_bf16(xh, NULL, (size_t)M * K, -1, 1);
+    dbuf dw0 = dnew_up(wh, sizeof(uint16_t) * N * K), dx = dnew_up(xh, sizeof(uint16_t) * M * K);
+    dbuf dw = dpack(&dw0, N, K), dy = dnew(sizeof(float) * M * N), dy2 = dnew(sizeof(float) * M * N);
+    down(dev, &dw);
+    const size_t tile = (size_t)((K + 31) / 32) * 512;
+    for (int tr = 0; tr < (N + 15) / 16; tr++) flint_cuda_gemm_pack_rows_host(host + tr * tile, wf, tr, N, K);
+    size_t bad = 0, nonzero_pad = 0;
+    for (size_t i = 0; i < pe; i++) bad += dev[i] != host[i];
+    /* padding: entries whose (n, k) lie outside the matrix */
+    for (size_t i = 0; i < pe; i++) {
+        const size_t tl = i / 512;
+        const int c = (int)(i % 512) / 8, e = (int)(i % 8), nJ = (K + 31) / 32;
+        const int n = 16 * (int)(tl / nJ) + (c / 4) % 8 + 8 * (c / 32), k = 32 * (int)(tl % nJ) + 8 * (c % 4) + e;
+        if ((n >= N || k >= K) && dev[i]) nonzero_pad++;
+    }
+    char cas[96];
+    snprintf(cas, sizeof cas, "N=%d K=%d host == device, padding zero", N, K);
+    bits_row("gemm-pack", cas, bad + nonzero_pad, pe, 0, guards_ok(&dw));
+    flint_cuda_gemm_tc(dy.p, N, dx.p, K, dw.p, M, N, K, 0, NULL);
+    flint_cuda_gemm_tc((float *)dy2.p + r0, N, dx.p, K, (const uint16_t *)dw.p + flint_cuda_gemm_packed_offset(r0, K), M,
+                       N - r0, K, 0, NULL);
+    down(a, &dy), down(b, &dy2);
+    bad = 0;
+    for (int m = 0; m < M; m++)
+        for (int n = r0; n < N; n++) bad += memcmp(&a[(size_t)m * N + n], &b[(size_t)m * N + n], 4) != 0;
+    snprintf(cas, sizeof cas, "N=%d K=%d rows %d.. of a packed W, M=%d", N, K, r0, M);
+    bits_row("gemm-pack", cas, bad, (size_t)M * (N - r0), 0, guards_ok(&dy2));
+    dfree(&dw0), dfree(&dx), dfree(&dw), dfree(&dy), dfree(&dy2);
+    free(wh), free(xh), free(dev), free(host), free(wf), free(a), free(b);
 }
 
 /* at M = 1, 8, 64 and 130, n_split 4, plain strides */
@@ -884,9 +934,10 @@ static void test_attention_block(int n_heads, int n_kv, int hd, int bs, int B, i
 
 /* Weights rotate over copies that together exceed the L2 several times, so every launch reads
  * its weights from HBM. Bytes = weights + x + y; the floor is bytes / 4.3 TB/s (the copy rate
- * measured on this H200, research/perf.md). Kernels: the CUDA-core GEMM, then every tiling of the
- * tensor-core GEMM (variant -1 = flint_cuda_gemm, 0.. = flint_cuda_gemm_tc_variant); the shapes
- * are qwen3-8b's projections (qkv, o, gate|up, down) and a 4096-square reference. */
+ * measured on this H200, research/perf.md). Kernels: the CUDA-core GEMM (row-major W), then every
+ * tiling of the tensor-core GEMM (variant -1 = flint_cuda_gemm, 0.. = flint_cuda_gemm_tc_variant,
+ * packed W); the shapes are qwen3-8b's projections (qkv, o, gate|up, down) and a 4096-square
+ * reference. */
 static double time_gemm(int variant, float *y, const uint16_t *x, const unsigned char *w, size_t wbytes, int copies,
                         int M, int N, int K) {
     const int reps = 20;
@@ -908,47 +959,109 @@ static double time_gemm(int variant, float *y, const uint16_t *x, const unsigned
     return 1000.0 * ms_total / reps;
 }
 
+/* Rotating copies of one random W [N][K]: row-major (raw) and packed; *copies of each. */
+typedef struct lab_w {
+    unsigned char *raw, *packed;
+    size_t raw_bytes, packed_bytes;
+    int copies;
+} lab_w;
+
+static lab_w lab_w_make(int N, int K) {
+    lab_w l;
+    l.raw_bytes = (size_t)N * K * 2;
+    l.packed_bytes = flint_cuda_gemm_packed_elems(N, K) * 2;
+    l.copies = (int)((1024u << 20) / l.packed_bytes);
+    if (l.copies < 3) l.copies = 3;
+    uint16_t *wh = xmalloc(l.raw_bytes);
+    rand_bf16(wh, NULL, (size_t)N * K, -1, 1);
+    CK(cudaMalloc((void **)&l.raw, l.raw_bytes * l.copies));
+    CK(cudaMalloc((void **)&l.packed, l.packed_bytes * l.copies));
+    for (int c = 0; c < l.copies; c++) {
+        CK(cudaMemcpy(l.raw + c * l.raw_bytes, wh, l.raw_bytes, cudaMemcpyHostToDevice));
+        flint_cuda_gemm_pack((uint16_t *)(l.packed + c * l.packed_bytes), (const uint16_t *)(l.raw + c * l.raw_bytes),
+                             N, K, NULL);
+    }
+    CK(cudaDeviceSynchronize());
+    free(wh);
+    return l;
+}
+
+static void lab_w_free(lab_w *l) {
+    CK(cudaFree(l->raw));
+    CK(cudaFree(l->packed));
+}
+
 static void lab_gemm(void) {
     const int shapes[][2] = {{4096, 4096}, {6144, 4096}, {24576, 4096}, {4096, 12288}};
-    const int ms[] = {1, 8, 64, 128, 256, 512};
+    const int ms[] = {1, 8, 16, 32, 64, 128, 256, 512};
     const int n_var = flint_cuda_gemm_tc_variants();
     printf("\ngemm lab: y[M,N] = x[M,K] W[N,K]^T, bf16 in, fp32 out; weights rotate over copies > L2\n");
     printf("%-16s %5s %6s %6s %10s %7s %8s %8s\n", "kernel", "M", "N", "K", "us/launch", "TB/s", "TFLOP/s",
            "x floor");
     for (int s = 0; s < 4; s++) {
         const int N = shapes[s][0], K = shapes[s][1];
-        const size_t wbytes = (size_t)N * K * 2;
-        int copies = (int)((1024u << 20) / wbytes);
-        if (copies < 3) copies = 3;
-        uint16_t *wh = xmalloc(wbytes), *xh = xmalloc(sizeof(uint16_t) * 512 * K);
-        rand_bf16(wh, NULL, (size_t)N * K, -1, 1);
+        lab_w lw = lab_w_make(N, K);
+        uint16_t *xh = xmalloc(sizeof(uint16_t) * 512 * K);
         rand_bf16(xh, NULL, (size_t)512 * K, -1, 1);
-        unsigned char *w;
         uint16_t *x;
         float *y;
-        CK(cudaMalloc((void **)&w, wbytes * copies));
         CK(cudaMalloc((void **)&x, sizeof(uint16_t) * 512 * K));
         CK(cudaMalloc((void **)&y, sizeof(float) * 512 * N));
-        for (int c = 0; c < copies; c++) CK(cudaMemcpy(w + c * wbytes, wh, wbytes, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(x, xh, sizeof(uint16_t) * 512 * K, cudaMemcpyHostToDevice));
         for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
             const int M = ms[mi];
             for (int v = -1; v < n_var; v++) {
-                if (v < 0 && M > 64) continue; /* the CUDA-core kernel takes seconds here */
+                if (v < 0 && M > 8) continue; /* the CUDA-core kernel: only the small-M reference point */
                 const char *name = v < 0 ? "cuda-core" : flint_cuda_gemm_tc_variant(NULL, 0, NULL, 0, NULL, 0, 0, 0,
                                                                                      0, v, NULL);
-                double us = time_gemm(v, y, x, w, wbytes, copies, M, N, K);
-                double bytes = (double)wbytes + (double)M * K * 2 + (double)M * N * 4;
+                double us = v < 0 ? time_gemm(v, y, x, lw.raw, lw.raw_bytes, lw.copies, M, N, K)
+                                  : time_gemm(v, y, x, lw.packed, lw.packed_bytes, lw.copies, M, N, K);
+                double bytes = (double)lw.raw_bytes + (double)M * K * 2 + (double)M * N * 4;
                 double flops = 2.0 * M * N * K;
                 printf("%-16s %5d %6d %6d %10.1f %7.2f %8.1f %8.2f\n", name, M, N, K, us, bytes / us * 1e-6,
                        flops / us * 1e-6, us / (bytes / 4.3e6));
             }
         }
-        CK(cudaFree(w));
+        lab_w_free(&lw);
         CK(cudaFree(x));
         CK(cudaFree(y));
-        free(wh), free(xh);
+        free(xh);
     }
+}
+
+/* The small-M GEMM's programmatic dependent launch (flint_cuda_gemm_configure: each launch may
+ * start during the previous one's tail) on the variants flint_cuda_gemm_tc picks at M = 1, 8, 16
+ * and 32, over the same rotating (packed) weights. */
+static void lab_gemm_small(void) {
+    const int shapes[][2] = {{4096, 4096}, {6144, 4096}, {24576, 4096}, {4096, 12288}};
+    const int ms[] = {1, 8, 16, 32};
+    printf("\ngemm small-M lab: the register path, packed weights, programmatic dependent launch off / on\n");
+    printf("%5s %6s %6s %4s %10s %7s %8s\n", "M", "N", "K", "pdl", "us/launch", "TB/s", "x floor");
+    for (int s = 0; s < 4; s++) {
+        const int N = shapes[s][0], K = shapes[s][1];
+        lab_w lw = lab_w_make(N, K);
+        uint16_t *xh = xmalloc(sizeof(uint16_t) * 32 * K);
+        rand_bf16(xh, NULL, (size_t)32 * K, -1, 1);
+        uint16_t *x;
+        float *y;
+        CK(cudaMalloc((void **)&x, sizeof(uint16_t) * 32 * K));
+        CK(cudaMalloc((void **)&y, sizeof(float) * 32 * N));
+        CK(cudaMemcpy(x, xh, sizeof(uint16_t) * 32 * K, cudaMemcpyHostToDevice));
+        for (int mi = 0; mi < 4; mi++)
+            for (int pdl = 0; pdl < 2; pdl++) {
+                const int M = ms[mi], v = M <= 8 ? 0 : M <= 16 ? 1 : 2;
+                flint_cuda_gemm_configure(pdl);
+                double us = time_gemm(v, y, x, lw.packed, lw.packed_bytes, lw.copies, M, N, K);
+                double bytes = (double)lw.raw_bytes + (double)M * K * 2 + (double)M * N * 4;
+                printf("%5d %6d %6d %4d %10.1f %7.2f %8.2f\n", M, N, K, pdl, us, bytes / us * 1e-6,
+                       us / (bytes / 4.3e6));
+            }
+        lab_w_free(&lw);
+        CK(cudaFree(x));
+        CK(cudaFree(y));
+        free(xh);
+    }
+    flint_cuda_gemm_configure(1); /* the default */
 }
 
 /* Attention at qwen3-8b's shape (32 q heads, 8 KV heads, d 128, paged blocks of 16 at shuffled
@@ -1077,14 +1190,15 @@ static void lab_attention(void) {
 int main(int argc, char **argv) {
     uint64_t seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
     const char *env = getenv("FLINT_SEED");
-    int lab = 1, quick = 0;
+    int lab = 1, quick = 0, lab_small = 0;
     if (env && *env) seed = strtoull(env, NULL, 10);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--no-lab")) lab = 0;
         else if (!strcmp(argv[i], "--quick")) quick = 1, guard = 0;
+        else if (!strcmp(argv[i], "--lab-small")) lab_small = 1;
         else {
-            fprintf(stderr, "usage: %s [--seed N] [--no-lab] [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--seed N] [--no-lab] [--quick] [--lab-small]\n", argv[0]);
             return 2;
         }
     }
@@ -1101,6 +1215,10 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("test_cuda_ops: %s, %d SMs, L2 %d MB; seed %llu (rerun with FLINT_SEED=%llu)\n\n", prop.name,
            prop.multiProcessorCount, prop.l2CacheSize >> 20, (unsigned long long)seed, (unsigned long long)seed);
+    if (lab_small) { /* the small-M GEMM lab alone */
+        lab_gemm_small();
+        return 0;
+    }
     table_header();
 
     test_embed(1000, 200, 37);
@@ -1169,6 +1287,9 @@ int main(int argc, char **argv) {
         test_gemm_tc_invariance(4096, 4096);
         test_gemm_tc_invariance(12288, 4096);
     }
+    test_gemm_pack(100, 264, 32, 3);   /* partial tiles in n and k */
+    test_gemm_pack(77, 40, 16, 9);
+    test_gemm_pack(1000, 4096, 512, 70); /* the tile path over a row range */
     test_gemm_tc_variants(100, 264);   /* partial n tiles, K % 32 != 0, short quarters */
     test_gemm_tc_variants(64, 40);     /* K < 4 blocks: empty quarters */
     if (!quick) test_gemm_tc_variants(4096, 4096);

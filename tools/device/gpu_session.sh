@@ -6,9 +6,11 @@
 #   cmake --build build-k     # the kernel lab, tests/kernels
 #   cp build/flint build/tests/{test_target_cuda,...} build-k/test_cuda_ops .devbin/
 # Runs what is there, in this order, each under a timeout, then prints a summary:
-#   test_cuda_ops (kernels vs C references + GEMM/attention lab), test_sampler_cuda,
+#   test_cuda_ops (kernels vs C references + GEMM/attention lab; labsmall: the small-M GEMM's
+#   launch tuning alone), test_sampler_cuda,
 #   test_drafter_cuda, test_target_cuda, test_tp_cuda, `flint bench --load-format dummy` (graphs,
-#   with the PyTorch baseline run by flint bench itself; bench2: tensor parallel over 2 GPUs; eager:
+#   with the PyTorch baseline run by flint bench itself; benchab: the GEMMs' PDL off;
+#   bench2: tensor parallel over 2 GPUs; eager:
 #   --enforce-eager). NVLink multicast stays off (NCCL_NVLS_ENABLE=0) for every step.
 #   STEPS="kernels target bench" bash tools/device/gpu_session.sh  ->  $OUT/*.log
 set -uo pipefail
@@ -39,7 +41,9 @@ step() { # name timeout log command...
     cat "$OUT/$log"
     summary+=$(printf '%-10s exit %d in %d s' "$name" "$rc" "$(( $(date +%s) - t0 ))")$'\n'
 }
-step kernels 200 kernels.log .devbin/test_cuda_ops
+# shellcheck disable=SC2086
+step kernels 200 kernels.log .devbin/test_cuda_ops ${KERNEL_ARGS:-}
+step labsmall 120 labsmall.log .devbin/test_cuda_ops --lab-small
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
 [ -n "$san" ] && step memcheck 150 memcheck.log "$san" --tool memcheck --print-limit 20 --error-exitcode 3 \
     .devbin/test_cuda_ops --quick --no-lab
@@ -50,6 +54,10 @@ step tp 240 tp.log .devbin/test_tp_cuda "$PWD"
 # shellcheck disable=SC2086
 step bench 300 bench.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
     --output "$OUT/bench.json"
+# the same table with the GEMMs' programmatic dependent launch off (A/B)
+# shellcheck disable=SC2086
+step benchab 300 benchab.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
+    --gemm-pdl 0 --baseline none --output "$OUT/benchab.json"
 # shellcheck disable=SC2086
 step bench2 300 bench2.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 20 \
     --tensor-parallel-size 2 --baseline none --output "$OUT/bench2.json"
@@ -62,7 +70,7 @@ fi
 step spec8b 400 spec8b.log .devbin/flint bench --device cuda --load-format dummy --model-shape qwen3-8b \
     --speculative-config '{"model": "/tmp/d8b", "num_speculative_tokens": 7}' --synthetic-acceptance 3.41 \
     --batch-sizes ${SPEC_BATCHES:-1,8,32,64} --draft-lengths ${SPEC_KS:-1,3,5,7} --context 1024 --warmup 3 --steps 10 \
-    --output "$OUT/spec8b.json"
+    ${SPEC_EXTRA:-} --output "$OUT/spec8b.json"
 # shellcheck disable=SC2086
 step eager 150 eager.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 10 \
     --enforce-eager --baseline none
