@@ -104,7 +104,7 @@ static __device__ __forceinline__ int attn_span(int blk_rows, const int32_t *pos
 
 #define TC_NQ 64                   /* query slots per CTA: 4 m tiles of 16 */
 #define TC_MT 4
-#define TC_WIN 8                   /* rows per window: a CTA takes the groups starting in it */
+#define TC_WIN 8                   /* rows per window at most (x.win): a CTA takes the groups starting in it */
 #define TC_LOOK 32                 /* rows looked back (>= U) */
 #define TC_ROWS 128                /* rows read: TC_LOOK before the window, the window, the rest after */
 #define TC_PST (ATTN_CHUNK + 8)    /* P row stride in elements: 272 bytes, an odd number of 16 B units */
@@ -115,6 +115,7 @@ typedef struct {
     int ns;         /* splits: a CTA takes chunks s, s + ns, ... */
     int nq;         /* query slots allocated (Q and P planes), a multiple of 16, <= TC_NQ */
     int r_max, u;   /* rows per group at most; the cut unit */
+    int win;        /* rows per window, 1..TC_WIN (speed only: groups do not depend on it) */
     int q_vec;      /* q and ldq allow 16-byte loads */
     float scale;
 } tc_args;
@@ -238,7 +239,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 
     /* ---- the groups starting in this window ---- */
     if (!blk) {
-        const int base = win * TC_WIN - TC_LOOK;
+        const int base = win * x.win - TC_LOOK;
         {
             const int q = base + tid, ok = q >= 0 && q < a.n_rows;
             w_seq[tid] = ok ? a.row_seq[q] : -1;
@@ -263,7 +264,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
         __syncthreads();
         if (tid == 0) {
             int n = 0;
-            for (int i = TC_LOOK; i < TC_LOOK + TC_WIN; i++) {
+            for (int i = TC_LOOK; i < TC_LOOK + x.win; i++) {
                 if (!w_lead[i]) continue;
                 int e = i + 1; /* groups have at most 2U - 1 <= 63 rows: e stays below TC_ROWS */
                 while (e < TC_ROWS && w_cont[e] && !w_lead[e]) e++;
@@ -275,8 +276,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
         }
     } else if (tid == 0) {
         int n = 0;
-        for (int i = 0; i < TC_WIN; i++) {
-            const int q = win * TC_WIN + i;
+        for (int i = 0; i < x.win; i++) {
+            const int q = win * x.win + i;
             if (q >= a.n_rows) break;
             const int off = q % a.blk_rows;
             if (off % x.r_max) continue;
@@ -293,8 +294,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
         const int r0 = g_r0[gi], n = g_n[gi];
         int seq, p0, n_cache, Tmax, blk0 = 0;
         if (!blk) { /* the window arrays hold the row: no second trip to memory */
-            seq = w_seq[r0 - (win * TC_WIN - TC_LOOK)];
-            p0 = w_pos[r0 - (win * TC_WIN - TC_LOOK)];
+            seq = w_seq[r0 - (win * x.win - TC_LOOK)];
+            p0 = w_pos[r0 - (win * x.win - TC_LOOK)];
             Tmax = p0 + n;
             n_cache = Tmax;
         } else {
@@ -907,7 +908,14 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
          * multiprocessor in all, never more splits than chunks, evened out so that each split gets
          * the same number of a max_ctx row's chunks (32 chunks over 9 splits would leave some
          * with 4, some with 3). The arithmetic is the same either way. */
-        const int windows = (a->n_rows + TC_WIN - 1) / TC_WIN;
+        /* Windows: a CTA takes the groups (a sequence's consecutive rows, cut as above) starting in
+         * its window of rows; with one or two rows per sequence (decode) windows of 8 rows would
+         * queue 8 sequences in one CTA, so the caller's rows_per_seq hint narrows them. Groups do
+         * not depend on the windows: a row's arithmetic is the same whatever the hint. */
+        x.win = TC_WIN;
+        if (!blk && a->rows_per_seq > 0)
+            while (x.win > 1 && x.win / 2 >= a->rows_per_seq) x.win /= 2;
+        const int windows = (a->n_rows + x.win - 1) / x.win;
         const long per_split = (long)a->n_kv_heads * windows, target = 4L * n_sm;
         long ns = (target + per_split - 1) / per_split;
         if (2 * per_split >= 3L * n_sm) ns = 1;

@@ -38,6 +38,7 @@
  * buckets, the attention bound up to a power of two, so a few graphs serve every step. */
 typedef struct graph_key {
     int rows, n_logit, ctx, n_taps;
+    int rows_per_seq; /* the attention's window hint, 1, 2, 4 or 8 (flint_cuda_attn) */
     int32_t tap_layers[16];
 } graph_key;
 
@@ -525,6 +526,7 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
         a.block_size = t->opts.kv_block_size;
         a.max_ctx = k->ctx;
         a.scratch = g->attn_scratch;
+        a.rows_per_seq = k->rows_per_seq;
         flint_cuda_attention(&a, s);
         if (row_parallel(t, g, g->att, t->q_dim, ly->wo, R, err)) return -1;
         flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->mlp_norm, R, H, c->rms_norm_eps, s);
@@ -653,6 +655,8 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     }
     k.n_taps = b->n_taps;
     for (int j = 0; j < b->n_taps; j++) k.tap_layers[j] = b->tap_layers[j];
+    k.rows_per_seq = 1; /* rows per sequence, rounded up to 1, 2, 4 or 8: decode and verify batches get their own graphs */
+    while (k.rows_per_seq < 8 && k.rows_per_seq * n_used < R) k.rows_per_seq *= 2;
     memcpy(g->h_tokens, b->tokens, sizeof(int32_t) * (size_t)R);
     memcpy(g->h_pos, b->pos, sizeof(int32_t) * (size_t)R);
     if (b->n_logit_rows > 0) memcpy(g->h_logit_rows, b->logit_rows, sizeof(int32_t) * (size_t)b->n_logit_rows);

@@ -203,6 +203,9 @@ typedef struct flint_cuda_attn {
     const float *blk_k, *blk_v;        /* block mode: [n_rows][ld_blk] fp32 */
     int ld_blk;
     float *scratch;                    /* flint_cuda_attn_scratch_floats(...) floats */
+    int rows_per_seq;                  /* speed hint, causal mode: about how many consecutive rows each
+                                          sequence has in this launch (1 for decode, K + 1 for a
+                                          verify; 0: unknown). Results do not depend on it */
 } flint_cuda_attn;
 
 size_t flint_cuda_attn_scratch_floats(int n_rows, int n_heads, int head_dim, int max_ctx);

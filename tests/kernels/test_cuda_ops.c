@@ -823,6 +823,18 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
         flint_cuda_attention(&b, NULL);
     }
     ATTN_BITS(ra, "each run alone == in the batch");
+
+    /* the window hint (rows_per_seq, a speed knob) changes no bit */
+    for (int h = 1; h <= 4; h *= 2) {
+        CK(cudaMemset(dalone.p, 0xFF, dalone.bytes));
+        b = a;
+        b.out = dalone.p;
+        b.rows_per_seq = h;
+        flint_cuda_attention(&b, NULL);
+        char what[48];
+        snprintf(what, sizeof what, "rows_per_seq %d == no hint", h);
+        ATTN_BITS(ra, what);
+    }
 #undef ATTN_BITS
 
     dfree(&dk), dfree(&dv), dfree(&dbt), dfree(&dqa), dfree(&dqb), dfree(&dpa), dfree(&dpb), dfree(&dsa), dfree(&dsb);
@@ -1073,7 +1085,8 @@ static void lab_attention(void) {
     const int n_heads = 32, n_kv = 8, hd = 128, bs = 16, reps = 20, max_b = 64, max_ctx = 4096, max_rows = 512;
     const int ctxs[] = {1024, 4096}, batches[] = {1, 8, 32, 64}, qs[] = {1, 8}, prefills[] = {1024, 4096};
     printf("\nattention lab: qwen3-8b layer (32/8 heads, d 128), paged bs %d; floor = K+V bytes / 4.3 TB/s\n", bs);
-    printf("%-8s %6s %4s %6s %6s %11s %8s %8s\n", "case", "batch", "q", "rows", "ctx", "us/layer", "GB/s", "x floor");
+    printf("%-8s %6s %4s %6s %6s %11s %8s %8s %11s\n", "case", "batch", "q", "rows", "ctx", "us/layer", "GB/s", "x floor",
+           "no hint us");
     const int bt_stride = max_ctx / bs, n_blocks = max_b * bt_stride;
     const size_t n = (size_t)n_blocks * bs * n_kv * hd;
     int32_t *bt = xmalloc(sizeof(int32_t) * n_blocks);
@@ -1136,22 +1149,28 @@ static void lab_attention(void) {
                 CK(cudaMemcpy(dseq, seq, sizeof(int32_t) * R * sets, cudaMemcpyHostToDevice));
                 a.n_rows = R;
                 a.max_ctx = ctx;
-                for (int i = 0; i < 3; i++) {
-                    a.row_seq = dseq + (size_t)(i % sets) * R;
-                    flint_cuda_attention(&a, NULL);
+                double us_h[2];
+                for (int hint = 0; hint < 2; hint++) { /* no window hint, then the forward's (rows per sequence) */
+                    a.rows_per_seq = hint ? Q : 0;
+                    for (int i = 0; i < 3; i++) {
+                        a.row_seq = dseq + (size_t)(i % sets) * R;
+                        flint_cuda_attention(&a, NULL);
+                    }
+                    CK(cudaEventRecord(e0, NULL));
+                    for (int i = 0; i < reps; i++) {
+                        a.row_seq = dseq + (size_t)(i % sets) * R;
+                        flint_cuda_attention(&a, NULL);
+                    }
+                    CK(cudaEventRecord(e1, NULL));
+                    CK(cudaEventSynchronize(e1));
+                    float ms_total = 0;
+                    CK(cudaEventElapsedTime(&ms_total, e0, e1));
+                    us_h[hint] = 1000.0 * ms_total / reps;
                 }
-                CK(cudaEventRecord(e0, NULL));
-                for (int i = 0; i < reps; i++) {
-                    a.row_seq = dseq + (size_t)(i % sets) * R;
-                    flint_cuda_attention(&a, NULL);
-                }
-                CK(cudaEventRecord(e1, NULL));
-                CK(cudaEventSynchronize(e1));
-                float ms_total = 0;
-                CK(cudaEventElapsedTime(&ms_total, e0, e1));
-                const double us = 1000.0 * ms_total / reps, bytes = 2.0 * B * ctx * n_kv * hd * 2;
-                printf("%-8s %6d %4d %6d %6d %11.1f %8.0f %8.2f\n", Q == 1 ? "decode" : "verify", B, Q, R, ctx, us,
-                       bytes / us * 1e-3, us / (bytes / 4.3e6));
+                a.rows_per_seq = 0;
+                const double us = us_h[1], bytes = 2.0 * B * ctx * n_kv * hd * 2;
+                printf("%-8s %6d %4d %6d %6d %11.1f %8.0f %8.2f %11.1f\n", Q == 1 ? "decode" : "verify", B, Q, R, ctx,
+                       us, bytes / us * 1e-3, us / (bytes / 4.3e6), us_h[0]);
             }
     /* prefill: rows 0..P-1 of one sequence; TFLOP/s counts q.k and p.v over the causal triangle */
     for (int pi = 0; pi < 2; pi++) {
