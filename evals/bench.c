@@ -30,6 +30,7 @@ typedef struct row {
     double tokens_per_step;
     double tps_total, tps_user, speedup;
     flint_step_profile prof; /* --profile: the profiled pass, sums over its steps */
+    int64_t khist[FLINT_MAX_DRAFT + 1]; /* dynamic draft lengths: timed steps by the step-level K chosen */
 } row;
 
 /* A pool of real prompt tokens from the dataset's first turns (no chat template: the benchmark
@@ -127,6 +128,8 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
         for (int j = 0; j < b; j++)
             if (ev[k].sid == sids[j]) before[j] = *ev[k].stats;
     long tokens = 0;
+    int64_t kh0[FLINT_MAX_DRAFT + 1], kh1[FLINT_MAX_DRAFT + 1];
+    flint_engine_step_k_hist(e, kh0);
     for (int s = 0; s < o->steps; s++) {
         double t0 = flint_evals_now_ms();
         if (flint_engine_step(e, &ev, &n_ev, err)) goto done;
@@ -144,6 +147,8 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
                 if (ev[k].sid == sids[j]) after[j] = *ev[k].stats;
         }
     }
+    flint_engine_step_k_hist(e, kh1);
+    for (int k = 0; k <= FLINT_MAX_DRAFT; k++) r->khist[k] = kh1[k] - kh0[k];
     if (o->profile) { /* a second window, waiting for the GPU after every phase */
         flint_engine_set_profile(e, 1);
         for (int s = 0; s < o->steps; s++)
@@ -266,6 +271,15 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
             if (isfinite(r->expected_al)) snprintf(exp, sizeof exp, "%.3f", r->expected_al);
             printf("%6d %3d %8.3f %8s %11.3f %11.3f %11.1f %13.1f %8.2fx\n", r->b, r->k, r->measured_al, exp,
                    r->median_ms, r->p90_ms, r->tps_user, r->tps_total, r->speedup);
+        }
+        if (base.dynamic_draft) {
+            printf("dynamic draft lengths: timed steps by the step-level K (then pruned per request by confidence):\n");
+            for (int i = 0; i < n_rows; i++) {
+                if (rows[i].k == 0) continue;
+                printf("%6d %3d  ", rows[i].b, rows[i].k);
+                for (int k = 0; k <= rows[i].k; k++) printf(" K%d: %lld", k, (long long)rows[i].khist[k]);
+                printf("\n");
+            }
         }
         if (o->profile) {
             printf("step profile (ms per step, the GPU waited for after each phase; host = the engine's own work):\n");

@@ -141,6 +141,44 @@ static void test_greedy(void) {
         }
     }
     flint_engine_close(e);
+
+    /* the step-level length: with drafting costlier than any verify it can save (D = 50 ms
+     * against T(B) = 1 ms), steps skip the drafter, except the one in 64 that keeps measuring;
+     * free drafting keeps K = 7; the output stays the target's either way */
+    for (int costly = 0; costly < 2; costly++) {
+        flint_engine_options o;
+        flint_engine_options_default(&o);
+        o.model_dir = model;
+        o.drafter_dir = DFT;
+        o.num_speculative_tokens = 7;
+        o.dynamic_draft = 1;
+        o.dyn_fixed_ms = 1.0;
+        o.dyn_row_ms = 0.0;
+        o.dyn_draft_ms = costly ? 50.0 : 0.0;
+        o.max_seqs = 8;
+        o.n_threads = 1;
+        flint_err err = {0};
+        e = flint_engine_open(&o, &err);
+        CHECKF(e != NULL, "%s", err.msg);
+        if (!e) return;
+        run(e, NP, 8, prm, got, lg);
+        int same = 1;
+        for (int p = 0; p < NP; p++) same &= lb[p] == T && lg[p] == T && !memcmp(base[p], got[p], sizeof base[p]);
+        CHECKF(same, "step-level draft length (%s drafting): output differs from target-only", costly ? "costly" : "free");
+        int64_t h[FLINT_MAX_DRAFT + 1], steps = 0;
+        flint_engine_step_k_hist(e, h);
+        for (int k = 0; k <= 7; k++) steps += h[k];
+        printf("step-level K with %s drafting: %lld steps, K = 0: %lld, K = 7: %lld\n", costly ? "costly" : "free",
+               (long long)steps, (long long)h[0], (long long)h[7]);
+        if (costly)
+            CHECKF(steps > 64 && h[0] >= steps - steps / 64 - 1 && h[7] >= steps / 64,
+                   "costly drafting: %lld of %lld steps skipped the drafter, %lld drafted 7", (long long)h[0],
+                   (long long)steps, (long long)h[7]);
+        else
+            CHECKF(steps > 0 && h[7] == steps, "free drafting: %lld of %lld steps drafted 7", (long long)h[7],
+                   (long long)steps);
+        flint_engine_close(e);
+    }
 }
 
 static void test_sampling(void) {

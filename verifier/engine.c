@@ -9,7 +9,6 @@
  * except the growth of a session's text buffer. */
 #include "verifier/engine.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +71,9 @@ const char *flint_engine_drafter_desc(const flint_engine *e) { return e->dft ? f
 int flint_engine_num_speculative_tokens(const flint_engine *e) { return e->K; }
 const flint_spec_stats *flint_engine_stats(const flint_engine *e) { return &e->pooled; }
 void flint_engine_step_profile(const flint_engine *e, flint_step_profile *p) { *p = e->prof; }
+void flint_engine_step_k_hist(const flint_engine *e, int64_t hist[FLINT_MAX_DRAFT + 1]) {
+    memcpy(hist, e->dyn_k_hist, sizeof e->dyn_k_hist);
+}
 void flint_engine_set_profile(flint_engine *e, int on) {
     if (on && !e->o.profile) memset(&e->prof, 0, sizeof e->prof);
     e->o.profile = on != 0;
@@ -240,18 +242,25 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
     e->events = flint_xcalloc((size_t)S, sizeof *e->events);
     flint_sampler_scratch_init(&e->sc, e->V);
     e->allowed = flint_xmalloc((size_t)e->V);
-    if (e->dft && o->dynamic_draft) {
-        e->dyn_fixed_ms = o->dyn_fixed_ms, e->dyn_row_ms = o->dyn_row_ms;
-        if (o->dyn_fixed_ms < 0 || o->dyn_row_ms < 0) {
-            flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft: the verify cost model must not be negative");
-            goto fail;
-        }
-        if (o->dyn_fixed_ms == 0 && o->dyn_row_ms == 0 && flint_engine_measure_verify_cost(e, err)) goto fail;
-    }
     if (flint_engine_dev_open(e, err)) goto fail;
     if (e->dft && flint_drafter_device_q(e->dft) && !e->tp && !o->host_taps) { /* taps go from the target to the drafter on the GPU */
         e->dev_taps = 1;
         e->tap_src = flint_xmalloc(sizeof(int32_t) * (size_t)R);
+    }
+    if (e->dft && o->dynamic_draft) { /* after the device paths are set: the costs are measured on them */
+        e->dyn_fixed_ms = o->dyn_fixed_ms, e->dyn_row_ms = o->dyn_row_ms, e->dyn_draft_ms = o->dyn_draft_ms;
+        if (o->dyn_fixed_ms < 0 || o->dyn_row_ms < 0 || o->dyn_draft_ms < 0) {
+            flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft: the cost model must not be negative");
+            goto fail;
+        }
+        const int measure = o->dyn_fixed_ms == 0 && o->dyn_row_ms == 0 && o->dyn_draft_ms == 0;
+        if (measure && (flint_engine_measure_verify_cost(e, err) || flint_engine_measure_draft_cost(e, err))) goto fail;
+        double prior = 2.0; /* a weak prior: survival 0.8^(j + 1), worth 2 requests */
+        for (int j = 0; j < FLINT_MAX_DRAFT; j++) {
+            prior *= 0.8;
+            e->dyn_D[j] = 2.0;
+            e->dyn_A[j] = prior;
+        }
     }
     flint_log_info("engine: %s, max_seqs %d, max_model_len %d, prefill chunk %d, %s", o->model_dir, S, e->max_len,
                    o->prefill_chunk, e->dft ? "speculative" : "no drafter");

@@ -42,13 +42,20 @@ typedef struct flint_engine_options {
     int kv_blocks;              /* 0 = enough for max_seqs sessions of max_model_len */
     int n_threads;              /* 0 = every core */
     int enable_prefix_caching;  /* reuse cached KV blocks of equal prompt prefixes (default 1) */
-    /* DSpark's confidence-scheduled draft lengths (research/dspark.md 3.4): each step, every
-     * request drafts up to K, and the scheduler keeps, per request, the prefix that maximises
-     * expected emitted tokens per unit of verify time, T(B) = dyn_fixed_ms + dyn_row_ms x B for a
-     * verify batch of B rows (both 0: measured on the target at open). Needs a confidence head.
-     * Lossless: whether draft j is verified depends on confidences computed before x_j. */
+    /* Dynamic draft lengths, in two stages (verifier/schedule.c). Per step: the draft length
+     * K_step (0..K) that maximises expected emitted tokens per ms of the whole step, from the
+     * acceptance observed in earlier steps (survival per position, decayed counts), the verify
+     * cost T(B) of B rows and the drafting cost D(n) of n requests (encode + draft); K_step = 0
+     * skips the drafter for the step (one step in 64 drafts K anyway, to keep measuring
+     * acceptance). Per request, DSpark's confidence scheduler (research/dspark.md 3.4) then keeps
+     * the prefix of the K_step drafts that maximises expected tokens per unit of verify time.
+     * T(B) = dyn_fixed_ms + dyn_row_ms x B and D(n) = dyn_draft_ms when given (reproducible
+     * runs; dyn_draft_ms 0 makes drafting free), all 0: both measured at open. Needs a
+     * confidence head. Lossless: K_step depends on earlier steps only, and whether draft j is
+     * verified on confidences computed before x_j. A seeded sampled request's tokens then depend
+     * on timing (its distribution does not); fixed K keeps them reproducible. */
     int dynamic_draft;
-    double dyn_fixed_ms, dyn_row_ms;
+    double dyn_fixed_ms, dyn_row_ms, dyn_draft_ms;
     int device;                 /* where the target runs: FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA;
                                  * the drafter follows it; the sampler runs on the CPU in this version */
     int enforce_eager;          /* CUDA: launch every kernel instead of replaying captured graphs */
@@ -182,6 +189,9 @@ typedef struct flint_step_profile {
 void flint_engine_step_profile(const flint_engine *e, flint_step_profile *p);
 /* Turn the profile on or off from now on (the sums restart at zero when it is turned on). */
 void flint_engine_set_profile(flint_engine *e, int on);
+
+/* dynamic_draft: speculative steps so far by the step-level draft length chosen (hist[0..K]). */
+void flint_engine_step_k_hist(const flint_engine *e, int64_t hist[FLINT_MAX_DRAFT + 1]);
 
 /* Pooled statistics over every step so far. */
 const flint_spec_stats *flint_engine_stats(const flint_engine *e);

@@ -74,6 +74,13 @@ struct flint_engine {
     double dyn_fixed_ms, dyn_row_ms;                   /* the verify cost model given in the options, or */
     int dyn_n;                                         /* measured: dyn_b[i] rows take dyn_t[i] ms */
     double dyn_b[16], dyn_t[16];
+    double dyn_draft_ms;                               /* drafting cost given in the options, or */
+    int dyn_dn;                                        /* measured: dyn_db[i] requests take dyn_dt[i] ms */
+    double dyn_db[8], dyn_dt[8];
+    double dyn_A[FLINT_MAX_DRAFT], dyn_D[FLINT_MAX_DRAFT]; /* decayed counts: requests that verified >= j + 1
+                                                          * drafts, and those that had j + 1 accepted */
+    int64_t dyn_steps;                                 /* spec steps so far (exploration schedule) */
+    int64_t dyn_k_hist[FLINT_MAX_DRAFT + 1];           /* spec steps by chosen K_step */
     flint_drafter_req *dreqs;                          /* [max_seqs] */
     int *dreq_sid;
     int *row0;                                         /* [max_seqs] first verify row of a session */
@@ -101,8 +108,14 @@ typedef struct flint_sched_cand {
     int d, j; /* draft request, position */
 } flint_sched_cand;
 int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err);
+/* The drafting cost D(n) (encode + draft) at open, as T(B) above. */
+int flint_engine_measure_draft_cost(flint_engine *e, flint_err *err);
 /* n_rows_base: verify rows before any draft (one per running session); fills e->dlen[0..n_d). */
 void flint_engine_schedule_drafts(flint_engine *e, int n_rows_base, int n_d);
+/* The step-level draft length for n running requests (dynamic_draft), and the acceptance of one
+ * request's step (k drafts verified, acc accepted) for its estimates. */
+int flint_engine_pick_k(flint_engine *e, int n);
+void flint_engine_observe_acceptance(flint_engine *e, int k, int acc);
 
 /* prefix.c */
 flint_prefix_cache *flint_prefix_new(int n_blocks);

@@ -12,7 +12,13 @@
  * rows, median of 3 runs each; linear between the points, made monotone as vLLM's cost tables
  * are), or fixed + per_row x B given in the options so that runs are reproducible. Raw confidences
  * are used (no per-position temperature calibration yet). On a CPU the verify cost grows with every
- * row, so the scheduler rightly keeps few drafts; on a GPU it is flat up to dozens of rows. */
+ * row, so the scheduler rightly keeps few drafts; on a GPU it is flat up to dozens of rows.
+ *
+ * Before that, the step-level length (flint_engine_pick_k): the scheduler above only weighs
+ * verify rows, but drafting costs a pass of its own (encode + draft, D(n), measured at open), and
+ * at large batches the verify of K + 1 rows per request turns compute-bound: K_step in 0..K
+ * maximises n (1 + s_1 + ... + s_K) / (T(n (K + 1)) + D(n)) (no D for K = 0) with s_j the
+ * survival of j drafts seen in earlier steps (decayed counts over requests that verified j). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,9 +59,12 @@ int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err) {
             e->row_seq[r] = 0;
             e->logit_rows[r] = r;
         }
+        /* as a step's verify runs: logits and taps on the GPU when the step keeps them there */
         flint_target_batch b = {.n_rows = B, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
                                 .n_seqs = 1, .block_tables = tables, .n_logit_rows = B, .logit_rows = e->logit_rows,
-                                .logits = e->logits, .n_taps = e->n_taps, .tap_layers = e->tap_layers, .taps = e->taps};
+                                .logits = e->dev ? NULL : e->logits, .n_taps = e->n_taps, .tap_layers = e->tap_layers,
+                                .taps = e->dev_taps ? NULL : e->taps, .logits_on_device = e->dev != NULL,
+                                .taps_on_device = e->dev_taps};
         double t[3];
         for (int k = 0; k < 4; k++) {
             double t0 = now_ms();
@@ -63,6 +72,7 @@ int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err) {
                 free(table);
                 return -1;
             }
+            flint_engine_dev_wait(e);
             if (k) t[k - 1] = now_ms() - t0; /* the first run warms up */
         }
         qsort(t, 3, sizeof(double), cmp_double);
@@ -82,15 +92,107 @@ int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err) {
     return 0;
 }
 
+/* Drafting passes of n requests (1, 4, 16, 64 .. max_seqs) at position 0 of a scratch sequence,
+ * each with the encode of n rows of taps before it (as a step encodes the rows it committed):
+ * what a step pays for drafting, on top of its verify. Medians of 3 after a warm-up. */
+int flint_engine_measure_draft_cost(flint_engine *e, flint_err *err) {
+    const int S = e->o.max_seqs, nb = (S + e->bs - 1) / e->bs + 1;
+    if (nb > flint_target_kv_blocks(e->tgt) || S + 1 > e->max_len || S > e->max_rows)
+        return flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft: cannot measure drafts of %d requests in this KV "
+                             "pool; give the cost model (dyn_fixed_ms, dyn_row_ms, dyn_draft_ms)", S);
+    int32_t *table = flint_xmalloc(sizeof(int32_t) * (size_t)nb);
+    for (int i = 0; i < nb; i++) table[i] = i;
+    const int32_t *tables[1] = {table};
+    int n_pts = 0;
+    for (int n = 1; n_pts < 8; n = n * 4 > S ? (n == S ? S + 1 : S) : n * 4) {
+        if (n > S) break;
+        for (int r = 0; r < n; r++) {
+            e->row_pos[r] = r;
+            e->row_seq[r] = 0;
+            e->dreqs[r] = (flint_drafter_req){.anchor = (int32_t)((r * 7919) % e->V), .pos = 0, .seq = 0,
+                                              .n_draft = e->dmax, .temperature = 0.0f, .greedy = 1, .seed = 0};
+        }
+        flint_drafter_ctx_batch cb = {.n_rows = n, .pos = e->row_pos, .row_seq = e->row_seq, .n_seqs = 1,
+                                      .block_tables = tables};
+        flint_target_device_view v;
+        flint_target_get_device_view(e->tgt, &v);
+        if (e->dev_taps) cb.taps_device = v.taps; /* the last verify measurement's rows */
+        else cb.taps = e->taps;
+        flint_drafter_out out = {.tokens = e->drafts, .confidence = e->conf};
+        double t[3];
+        for (int k = 0; k < 4; k++) {
+            double t0 = now_ms();
+            if (flint_drafter_encode(e->dft, &cb, err) ||
+                flint_drafter_draft(e->dft, n, e->dreqs, tables, 1, &out, err)) {
+                free(table);
+                return -1;
+            }
+            flint_engine_dev_wait(e);
+            if (k) t[k - 1] = now_ms() - t0;
+        }
+        qsort(t, 3, sizeof(double), cmp_double);
+        e->dyn_db[n_pts] = n, e->dyn_dt[n_pts] = t[1];
+        n_pts++;
+    }
+    free(table);
+    char msg[256];
+    int m = 0;
+    for (int i = 0; i < n_pts; i++) {
+        if (i && e->dyn_dt[i] < e->dyn_dt[i - 1]) e->dyn_dt[i] = e->dyn_dt[i - 1];
+        if (m < (int)sizeof msg - 40)
+            m += snprintf(msg + m, sizeof msg - m, "%s%.0f: %.3f", i ? ", " : "", e->dyn_db[i], e->dyn_dt[i]);
+    }
+    e->dyn_dn = n_pts;
+    flint_log_info("engine: dynamic draft lengths: encode + draft ms by requests {%s}", msg);
+    return 0;
+}
+
+/* Piecewise linear through measured points (x ascending), the last segment's slope past the end. */
+static double interp(const double *x, const double *y, int n, double at) {
+    if (n == 1 || at <= x[0]) return y[0];
+    int i = 1;
+    while (i < n - 1 && at > x[i]) i++;
+    double slope = (y[i] - y[i - 1]) / (x[i] - x[i - 1]);
+    return y[i - 1] + slope * (at - x[i - 1]);
+}
+
 static double verify_ms(const flint_engine *e, double B) {
     if (!e->dyn_n) return e->dyn_fixed_ms + e->dyn_row_ms * B;
-    const double *b = e->dyn_b, *t = e->dyn_t;
-    int n = e->dyn_n;
-    if (n == 1 || B <= b[0]) return t[0];
-    int i = 1;
-    while (i < n - 1 && B > b[i]) i++;
-    double slope = (t[i] - t[i - 1]) / (b[i] - b[i - 1]);
-    return t[i - 1] + slope * (B - b[i - 1]); /* past the last point: the last segment's slope */
+    return interp(e->dyn_b, e->dyn_t, e->dyn_n, B);
+}
+
+static double draft_ms(const flint_engine *e, double n) {
+    if (!e->dyn_dn) return e->dyn_draft_ms;
+    return interp(e->dyn_db, e->dyn_dt, e->dyn_dn, n);
+}
+
+int flint_engine_pick_k(flint_engine *e, int n) {
+    const int K = e->K;
+    e->dyn_steps++;
+    int best_k = K;
+    if (n > 0 && K > 0 && e->dyn_steps % 64 != 0) { /* every 64th step drafts K: acceptance keeps being measured */
+        double tokens = 1.0, surv = 1.0, best = 0.0;
+        for (int k = 0; k <= K; k++) {
+            if (k > 0) { /* survival of the first k drafts, never above the shorter prefixes' */
+                const double s = e->dyn_D[k - 1] > 0 ? e->dyn_A[k - 1] / e->dyn_D[k - 1] : 0.0;
+                surv = s < surv ? s : surv;
+                tokens += surv;
+            }
+            const double ms = verify_ms(e, (double)n * (k + 1)) + (k > 0 ? draft_ms(e, n) : 0.0);
+            const double rate = ms > 0 ? n * tokens / ms : n * tokens;
+            if (k == 0 || rate > best * (1.0 + 1e-9)) best = rate, best_k = k;
+        }
+    }
+    e->dyn_k_hist[best_k]++;
+    return best_k;
+}
+
+void flint_engine_observe_acceptance(flint_engine *e, int k, int acc) {
+    for (int j = 0; j < k && j < FLINT_MAX_DRAFT; j++) {
+        /* decay: about the last few hundred requests' steps count */
+        e->dyn_D[j] = 0.995 * e->dyn_D[j] + 1.0;
+        e->dyn_A[j] = 0.995 * e->dyn_A[j] + (acc > j ? 1.0 : 0.0);
+    }
 }
 
 static int cmp_cand(const void *a, const void *b) {

@@ -105,9 +105,9 @@ static int prefill(flint_engine *e, flint_err *err) {
 
 /* Draft length for a running session this step: the engine's K, capped by the request, by the
  * tokens it may still emit (a step emits k + 1) and by the context. */
-static int draft_len(const flint_engine *e, const session *s) {
+static int draft_len(const flint_engine *e, const session *s, int k_step) {
     if (!e->dft || !s->p.speculative) return 0;
-    int k = e->K;
+    int k = k_step;
     if (s->p.max_draft && s->p.max_draft < k) k = s->p.max_draft;
     int left = s->p.max_tokens - (s->n_tokens - s->n_prompt);
     if (k > left - 1) k = left - 1;
@@ -131,14 +131,20 @@ static int synthetic_accept(flint_engine *e, const session *s, int k, const int3
 }
 
 static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err) {
-    int n_d = 0, R = 0;
+    int n_d = 0, R = 0, k_step = e->K;
+    if (e->dft && e->o.dynamic_draft) { /* the step's draft length from the cost model (schedule.c) */
+        int n_run = 0;
+        for (int i = 0; i < e->o.max_seqs; i++)
+            n_run += e->ss[i].st == S_RUNNING && !e->ss[i].cancelled && !fresh[i];
+        if (n_run > 0) k_step = flint_engine_pick_k(e, n_run);
+    }
     for (int i = 0; i < e->o.max_seqs; i++) {
         session *s = &e->ss[i];
         s->k = 0;
         s->di = -1;
         if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
         R++; /* the anchor's row */
-        s->k = draft_len(e, s);
+        s->k = draft_len(e, s, k_step);
         if (s->k > 0) {
             s->di = n_d;
             e->dreqs[n_d] = (flint_drafter_req){.anchor = s->anchor, .pos = s->pos, .seq = i, .n_draft = s->k,
@@ -235,6 +241,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         if (kept < 0) return -1;
         flint_engine_grammar_commit(e, s, out, kept);
         if (k > 0) {
+            if (e->o.dynamic_draft) flint_engine_observe_acceptance(e, k, acc);
             int a = kept < acc ? kept : acc; /* drafts accepted up to a stop condition */
             flint_spec_stats st = {0};
             st.steps = 1;
