@@ -143,7 +143,8 @@ static void test_greedy(void) {
     flint_engine_close(e);
 
     /* the step-level length: with drafting costlier than any verify it can save (D = 50 ms
-     * against T(B) = 1 ms), steps skip the drafter, except the one in 64 that keeps measuring;
+     * against T(B) = 1 ms), steps skip the drafter, except the first few (until ~24 requests'
+     * acceptance is known) and one in 64 or fewer that keeps measuring;
      * free drafting keeps K = 7; the output stays the target's either way */
     for (int costly = 0; costly < 2; costly++) {
         flint_engine_options o;
@@ -171,7 +172,7 @@ static void test_greedy(void) {
         printf("step-level K with %s drafting: %lld steps, K = 0: %lld, K = 7: %lld\n", costly ? "costly" : "free",
                (long long)steps, (long long)h[0], (long long)h[7]);
         if (costly)
-            CHECKF(steps > 64 && h[0] >= steps - steps / 64 - 1 && h[7] >= steps / 64,
+            CHECKF(steps > 64 && h[0] >= steps - steps / 64 - 8 && h[7] >= steps / 256,
                    "costly drafting: %lld of %lld steps skipped the drafter, %lld drafted 7", (long long)h[0],
                    (long long)steps, (long long)h[7]);
         else

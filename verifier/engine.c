@@ -253,14 +253,10 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
             flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft: the cost model must not be negative");
             goto fail;
         }
+        e->dyn_scale[0] = e->dyn_scale[1] = 1.0;
         const int measure = o->dyn_fixed_ms == 0 && o->dyn_row_ms == 0 && o->dyn_draft_ms == 0;
         if (measure && (flint_engine_measure_verify_cost(e, err) || flint_engine_measure_draft_cost(e, err))) goto fail;
-        double prior = 2.0; /* a weak prior: survival 0.8^(j + 1), worth 2 requests */
-        for (int j = 0; j < FLINT_MAX_DRAFT; j++) {
-            prior *= 0.8;
-            e->dyn_D[j] = 2.0;
-            e->dyn_A[j] = prior;
-        }
+
     }
     flint_log_info("engine: %s, max_seqs %d, max_model_len %d, prefill chunk %d, %s", o->model_dir, S, e->max_len,
                    o->prefill_chunk, e->dft ? "speculative" : "no drafter");

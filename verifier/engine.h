@@ -42,13 +42,14 @@ typedef struct flint_engine_options {
     int kv_blocks;              /* 0 = enough for max_seqs sessions of max_model_len */
     int n_threads;              /* 0 = every core */
     int enable_prefix_caching;  /* reuse cached KV blocks of equal prompt prefixes (default 1) */
-    /* Dynamic draft lengths, in two stages (verifier/schedule.c). Per step: the draft length
-     * K_step (0..K) that maximises expected emitted tokens per ms of the whole step, from the
-     * acceptance observed in earlier steps (survival per position, decayed counts), the verify
-     * cost T(B) of B rows and the drafting cost D(n) of n requests (encode + draft); K_step = 0
-     * skips the drafter for the step (one step in 64 drafts K anyway, to keep measuring
-     * acceptance). Per request, DSpark's confidence scheduler (research/dspark.md 3.4) then keeps
-     * the prefix of the K_step drafts that maximises expected tokens per unit of verify time.
+    /* Dynamic draft lengths, in two stages (verifier/schedule.c). Per step: whether drafting pays,
+     * from the tokens a request emitted and the rows it verified in earlier drafting steps
+     * (decayed means), the verify cost T(B) of B rows and the drafting cost D(n) of n requests
+     * (encode + draft); if not, K_step = 0 skips the drafter for the step (the first steps, and
+     * one in 4 to 256 by how clear the loss is, draft anyway to keep measuring). Per request,
+     * DSpark's confidence scheduler
+     * (research/dspark.md 3.4) then keeps the prefix of the K drafts that maximises expected
+     * tokens per unit of verify time.
      * T(B) = dyn_fixed_ms + dyn_row_ms x B and D(n) = dyn_draft_ms when given (reproducible
      * runs; dyn_draft_ms 0 makes drafting free), all 0: both measured at open. Needs a
      * confidence head. Lossless: K_step depends on earlier steps only, and whether draft j is

@@ -77,9 +77,11 @@ struct flint_engine {
     double dyn_draft_ms;                               /* drafting cost given in the options, or */
     int dyn_dn;                                        /* measured: dyn_db[i] requests take dyn_dt[i] ms */
     double dyn_db[8], dyn_dt[8];
-    double dyn_A[FLINT_MAX_DRAFT], dyn_D[FLINT_MAX_DRAFT]; /* decayed counts: requests that verified >= j + 1
-                                                          * drafts, and those that had j + 1 accepted */
-    int64_t dyn_steps;                                 /* spec steps so far (exploration schedule) */
+    double dyn_cnt, dyn_tok, dyn_rows;                 /* decayed sums over requests of drafting steps:
+                                                          * count, tokens emitted, rows verified */
+    int64_t dyn_steps, dyn_last_draft;                 /* spec steps so far, the last that drafted */
+    double dyn_pred_ms, dyn_scale[2];                  /* this step's modelled ms; real / modelled, without
+                                                          * and with drafting (decayed) */
     int64_t dyn_k_hist[FLINT_MAX_DRAFT + 1];           /* spec steps by chosen K_step */
     flint_drafter_req *dreqs;                          /* [max_seqs] */
     int *dreq_sid;
@@ -112,10 +114,11 @@ int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err);
 int flint_engine_measure_draft_cost(flint_engine *e, flint_err *err);
 /* n_rows_base: verify rows before any draft (one per running session); fills e->dlen[0..n_d). */
 void flint_engine_schedule_drafts(flint_engine *e, int n_rows_base, int n_d);
-/* The step-level draft length for n running requests (dynamic_draft), and the acceptance of one
- * request's step (k drafts verified, acc accepted) for its estimates. */
+/* The step-level draft length for n running requests (dynamic_draft: K or 0), and one request's
+ * outcome in a drafting step (k drafts verified, acc accepted) for its estimates. */
 int flint_engine_pick_k(flint_engine *e, int n);
 void flint_engine_observe_acceptance(flint_engine *e, int k, int acc);
+void flint_engine_observe_step_ms(flint_engine *e, int drafted, double ms);
 
 /* prefix.c */
 flint_prefix_cache *flint_prefix_new(int n_blocks);

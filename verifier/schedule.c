@@ -14,11 +14,15 @@
  * are used (no per-position temperature calibration yet). On a CPU the verify cost grows with every
  * row, so the scheduler rightly keeps few drafts; on a GPU it is flat up to dozens of rows.
  *
- * Before that, the step-level length (flint_engine_pick_k): the scheduler above only weighs
- * verify rows, but drafting costs a pass of its own (encode + draft, D(n), measured at open), and
- * at large batches the verify of K + 1 rows per request turns compute-bound: K_step in 0..K
- * maximises n (1 + s_1 + ... + s_K) / (T(n (K + 1)) + D(n)) (no D for K = 0) with s_j the
- * survival of j drafts seen in earlier steps (decayed counts over requests that verified j). */
+ * Before that, whether the step drafts at all (flint_engine_pick_k): the scheduler above only
+ * weighs verify rows, but drafting costs a pass of its own (encode + draft, D(n), measured at
+ * open), and at large batches the verify of extra rows turns compute-bound. The step drafts K
+ * (then pruned per request as above) when n E / (T(n r) + D(n)) beats n / T(n), with E the tokens
+ * a request emitted and r the rows it verified in earlier drafting steps (decayed means, so the
+ * confidence pruning's effect is in them: survival counted over the verified positions only would
+ * be biased upwards by that pruning), else K_step = 0, with a drafting step now and then to keep
+ * E and r current (fewer the clearer the loss). The modelled times are scaled by the ratio of
+ * real to modelled step time seen for each choice (the step also encodes, decides and emits). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +53,13 @@ int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err) {
     int32_t *table = flint_xmalloc(sizeof(int32_t) * (size_t)nb);
     for (int i = 0; i < nb; i++) table[i] = i;
     const int32_t *tables[1] = {table};
+    /* the CUDA forward's row buckets (target/forward_cuda.cu), where the cost steps */
+    static const int pts[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
     double xs[16], ys[16];
     int n = 0;
-    for (int B = 1; n < 16; B = B * 4 > R ? (B == R ? R + 1 : R) : B * 4) {
-        if (B > R) break;
+    for (int pi = 0; pi < 16; pi++) {
+        const int B = pts[pi] < R ? pts[pi] : R;
+        if (pi > 0 && B <= xs[n - 1]) break;
         for (int r = 0; r < B; r++) {
             e->row_tok[r] = (int32_t)((r * 7919) % e->V);
             e->row_pos[r] = r;
@@ -169,30 +176,41 @@ static double draft_ms(const flint_engine *e, double n) {
 int flint_engine_pick_k(flint_engine *e, int n) {
     const int K = e->K;
     e->dyn_steps++;
-    int best_k = K;
-    if (n > 0 && K > 0 && e->dyn_steps % 64 != 0) { /* every 64th step drafts K: acceptance keeps being measured */
-        double tokens = 1.0, surv = 1.0, best = 0.0;
-        for (int k = 0; k <= K; k++) {
-            if (k > 0) { /* survival of the first k drafts, never above the shorter prefixes' */
-                const double s = e->dyn_D[k - 1] > 0 ? e->dyn_A[k - 1] / e->dyn_D[k - 1] : 0.0;
-                surv = s < surv ? s : surv;
-                tokens += surv;
-            }
-            const double ms = verify_ms(e, (double)n * (k + 1)) + (k > 0 ? draft_ms(e, n) : 0.0);
-            const double rate = ms > 0 ? n * tokens / ms : n * tokens;
-            if (k == 0 || rate > best * (1.0 + 1e-9)) best = rate, best_k = k;
+    int k_step = K;
+    /* K until ~24 requests have been seen in drafting steps; then K when drafting pays, and while
+     * it does not, one drafting step every m steps keeps its yield measured, m chosen so that this
+     * costs at most ~2% of throughput: (1 - ratio) / m <= 0.02 (4 <= m <= 256) */
+    /* the modelled step times, scaled by what such steps really took (dyn_scale: encode, accept,
+     * host work and launches are not in T and D) */
+    const double t_with = e->dyn_scale[1] * (verify_ms(e, n * (e->dyn_cnt > 0 ? e->dyn_rows / e->dyn_cnt : K + 1)) +
+                                             draft_ms(e, n));
+    const double t_without = e->dyn_scale[0] * verify_ms(e, n);
+    if (n > 0 && K > 0 && e->dyn_cnt >= 24.0) {
+        const double tokens = e->dyn_tok / e->dyn_cnt; /* per request */
+        const double with = n * tokens / t_with, without = n / t_without, ratio = with / without;
+        if (!(ratio > 1.0)) {
+            int m = (int)((1.0 - ratio) / 0.02);
+            m = m < 4 ? 4 : m > 256 ? 256 : m;
+            if (e->dyn_steps - e->dyn_last_draft < m) k_step = 0;
         }
     }
-    e->dyn_k_hist[best_k]++;
-    return best_k;
+    if (k_step > 0) e->dyn_last_draft = e->dyn_steps;
+    e->dyn_pred_ms = k_step > 0 ? t_with / e->dyn_scale[1] : t_without / e->dyn_scale[0];
+    e->dyn_k_hist[k_step]++;
+    return k_step;
+}
+
+void flint_engine_observe_step_ms(flint_engine *e, int drafted, double ms) {
+    if (!(e->dyn_pred_ms > 0) || !(ms > 0)) return;
+    double *sc = &e->dyn_scale[drafted ? 1 : 0];
+    *sc = 0.9 * *sc + 0.1 * (ms / e->dyn_pred_ms);
 }
 
 void flint_engine_observe_acceptance(flint_engine *e, int k, int acc) {
-    for (int j = 0; j < k && j < FLINT_MAX_DRAFT; j++) {
-        /* decay: about the last few hundred requests' steps count */
-        e->dyn_D[j] = 0.995 * e->dyn_D[j] + 1.0;
-        e->dyn_A[j] = 0.995 * e->dyn_A[j] + (acc > j ? 1.0 : 0.0);
-    }
+    /* decayed sums: about the last 50 requests of drafting steps count */
+    e->dyn_cnt = 0.98 * e->dyn_cnt + 1.0;
+    e->dyn_tok = 0.98 * e->dyn_tok + (double)(acc + 1);
+    e->dyn_rows = 0.98 * e->dyn_rows + (double)(k + 1);
 }
 
 static int cmp_cand(const void *a, const void *b) {

@@ -132,6 +132,7 @@ static int synthetic_accept(flint_engine *e, const session *s, int k, const int3
 
 static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err) {
     int n_d = 0, R = 0, k_step = e->K;
+    const double t_step = now_ms();
     if (e->dft && e->o.dynamic_draft) { /* the step's draft length from the cost model (schedule.c) */
         int n_run = 0;
         for (int i = 0; i < e->o.max_seqs; i++)
@@ -240,8 +241,9 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         int kept = flint_engine_emit(e, s, out, acc + 1, err);
         if (kept < 0) return -1;
         flint_engine_grammar_commit(e, s, out, kept);
+        if (e->o.dynamic_draft && k_step > 0 && s->p.speculative) /* every request of a drafting step */
+            flint_engine_observe_acceptance(e, k, acc);
         if (k > 0) {
-            if (e->o.dynamic_draft) flint_engine_observe_acceptance(e, k, acc);
             int a = kept < acc ? kept : acc; /* drafts accepted up to a stop condition */
             flint_spec_stats st = {0};
             st.steps = 1;
@@ -278,6 +280,10 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         if (flint_drafter_encode(e->dft, &cb, err)) return -1;
         mark(e, &e->prof.encode_ms);
     }
+    /* the step's wall time (its encode is still in flight: the next step's first wait pays it,
+     * and steps of one kind follow each other, so the scale absorbs it) */
+    if (e->dft && e->o.dynamic_draft && e->dyn_n && !e->o.profile) /* measured models only: given ones stay as given */
+        flint_engine_observe_step_ms(e, k_step > 0, now_ms() - t_step);
     return 0;
 }
 
