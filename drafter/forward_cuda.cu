@@ -6,16 +6,16 @@
  * (tests/test_drafter_cuda.c).
  *
  * Memory: one cudaMalloc made at open and carved into bf16 weights (q|k|v and gate|up fused per
- * layer, as the target's), the bf16 context K/V pool (the CPU's block layout, sized like the
+ * layer and every GEMM weight packed, as the target's: target/ops_cuda.h), the bf16 context K/V pool (the CPU's block layout, sized like the
  * CPU drafter's: the target's block ids, plus one sink block for padded rows, below), fp32 RoPE
  * tables, and scratch for max_rows encode rows and max_reqs x block_size draft rows. The
  * embedding and LM head are the target's device tensors unless the checkpoint has its own. Work
  * runs on the target's stream. Per call the small arrays (tokens, positions, block tables,
- * per-request sampling parameters) travel in one copy from a pinned staging block; taps come up
- * and results go down as host arrays, with one stream synchronisation at the end.
- * encode_device / backbone_device / markov_device take device pointers only, so a
- * device-resident step (taps and outputs left on the GPU) can call them
- * without the host staging.
+ * per-request sampling parameters) travel in one copy from a pinned staging block (an event
+ * keeps the next call from rewriting it before that copy has left). Encode takes the target's
+ * taps where its forward left them (taps_device + src_rows: a gather kernel picks the committed
+ * rows) and returns without waiting, or host taps; draft returns tokens and confidences to the
+ * host (one synchronisation) and leaves q on the device for the GPU acceptance.
  *
  * Draft, per call: one backbone forward over the n_reqs x B block rows ([anchor, MASK..], the
  * non-causal block attention of ops_cuda.h over the cached context before the anchor), final
