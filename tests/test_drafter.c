@@ -51,6 +51,17 @@ static void encode_prompt(flint_drafter *d, const int32_t *bt, int seq_index) {
                             .n_taps = c->n_taps, .tap_layers = taps_l, .taps = taps};
     CHECKF(flint_target_forward(tgt, &b, &err) == 0, "%s", err.msg);
     flint_drafter_ctx_batch cb = {.n_rows = n, .taps = taps, .pos = pos, .row_seq = rs, .n_seqs = 1, .block_tables = one};
+    /* refused before anything is written: source rows without device taps, device taps on the CPU */
+    flint_drafter_ctx_batch bad = cb;
+    bad.src_rows = rs;
+    CHECKF(flint_drafter_encode(d, &bad, &err) == -1 && err.code == FLINT_ERR_INVALID && strstr(err.msg, "src_rows"),
+           "src_rows without device taps: %s", err.msg);
+    bad = cb;
+    bad.taps = NULL;
+    bad.taps_device = taps;
+    CHECKF(flint_drafter_encode(d, &bad, &err) == -1 && err.code == FLINT_ERR_INVALID,
+           "device taps given to the CPU drafter: %s", err.msg);
+    err = (flint_err){0};
     CHECKF(flint_drafter_encode(d, &cb, &err) == 0, "%s", err.msg);
     (void)seq_index;
     free(taps);

@@ -617,6 +617,14 @@ static void test_bad_batch(void) {
     int32_t bad_lrow = 3;
     b.logit_rows = &bad_lrow;
     expect_forward_fail(t, &b, "logit row", "logit_rows[0] = 3", NULL);
+    b = ok; /* device-resident outputs need the CUDA forward */
+    b.taps = NULL;
+    b.taps_on_device = 1;
+    expect_forward_fail(t, &b, "taps on the device of a CPU target", "n_taps 1", "taps");
+    b = ok;
+    b.logits = NULL;
+    b.logits_on_device = 1;
+    expect_forward_fail(t, &b, "logits on the device of a CPU target", "n_logit_rows 1", "logits");
     b = ok;
     b.logits = NULL;
     expect_forward_fail(t, &b, "no logits buffer", "logits", NULL);

@@ -971,15 +971,24 @@ static double time_gemm(int variant, float *y, const uint16_t *x, const unsigned
     return 1000.0 * ms_total / reps;
 }
 
-/* Rotating copies of one random W [N][K]: row-major (raw) and packed; *copies of each. */
+/* Rotating copies of one random W [N][K]: row-major (raw) and packed; *copies of each; and a
+ * random x of m_max rows with room for y. */
 typedef struct lab_w {
     unsigned char *raw, *packed;
     size_t raw_bytes, packed_bytes;
     int copies;
+    uint16_t *x;
+    float *y;
 } lab_w;
 
-static lab_w lab_w_make(int N, int K) {
+static lab_w lab_w_make(int N, int K, int m_max) {
     lab_w l;
+    uint16_t *xh = xmalloc(sizeof(uint16_t) * m_max * K);
+    rand_bf16(xh, NULL, (size_t)m_max * K, -1, 1);
+    CK(cudaMalloc((void **)&l.x, sizeof(uint16_t) * m_max * K));
+    CK(cudaMalloc((void **)&l.y, sizeof(float) * m_max * N));
+    CK(cudaMemcpy(l.x, xh, sizeof(uint16_t) * m_max * K, cudaMemcpyHostToDevice));
+    free(xh);
     l.raw_bytes = (size_t)N * K * 2;
     l.packed_bytes = flint_cuda_gemm_packed_elems(N, K) * 2;
     l.copies = (int)((1024u << 20) / l.packed_bytes);
@@ -1001,6 +1010,8 @@ static lab_w lab_w_make(int N, int K) {
 static void lab_w_free(lab_w *l) {
     CK(cudaFree(l->raw));
     CK(cudaFree(l->packed));
+    CK(cudaFree(l->x));
+    CK(cudaFree(l->y));
 }
 
 static void lab_gemm(void) {
@@ -1012,14 +1023,9 @@ static void lab_gemm(void) {
            "x floor");
     for (int s = 0; s < 4; s++) {
         const int N = shapes[s][0], K = shapes[s][1];
-        lab_w lw = lab_w_make(N, K);
-        uint16_t *xh = xmalloc(sizeof(uint16_t) * 512 * K);
-        rand_bf16(xh, NULL, (size_t)512 * K, -1, 1);
-        uint16_t *x;
-        float *y;
-        CK(cudaMalloc((void **)&x, sizeof(uint16_t) * 512 * K));
-        CK(cudaMalloc((void **)&y, sizeof(float) * 512 * N));
-        CK(cudaMemcpy(x, xh, sizeof(uint16_t) * 512 * K, cudaMemcpyHostToDevice));
+        lab_w lw = lab_w_make(N, K, 512);
+        uint16_t *x = lw.x;
+        float *y = lw.y;
         for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
             const int M = ms[mi];
             for (int v = -1; v < n_var; v++) {
@@ -1035,9 +1041,6 @@ static void lab_gemm(void) {
             }
         }
         lab_w_free(&lw);
-        CK(cudaFree(x));
-        CK(cudaFree(y));
-        free(xh);
     }
 }
 
@@ -1051,27 +1054,17 @@ static void lab_gemm_small(void) {
     printf("%5s %6s %6s %4s %10s %7s %8s\n", "M", "N", "K", "pdl", "us/launch", "TB/s", "x floor");
     for (int s = 0; s < 4; s++) {
         const int N = shapes[s][0], K = shapes[s][1];
-        lab_w lw = lab_w_make(N, K);
-        uint16_t *xh = xmalloc(sizeof(uint16_t) * 32 * K);
-        rand_bf16(xh, NULL, (size_t)32 * K, -1, 1);
-        uint16_t *x;
-        float *y;
-        CK(cudaMalloc((void **)&x, sizeof(uint16_t) * 32 * K));
-        CK(cudaMalloc((void **)&y, sizeof(float) * 32 * N));
-        CK(cudaMemcpy(x, xh, sizeof(uint16_t) * 32 * K, cudaMemcpyHostToDevice));
+        lab_w lw = lab_w_make(N, K, 32);
         for (int mi = 0; mi < 4; mi++)
             for (int pdl = 0; pdl < 2; pdl++) {
                 const int M = ms[mi], v = M <= 8 ? 0 : M <= 16 ? 1 : 2;
                 flint_cuda_gemm_configure(pdl);
-                double us = time_gemm(v, y, x, lw.packed, lw.packed_bytes, lw.copies, M, N, K);
+                double us = time_gemm(v, lw.y, lw.x, lw.packed, lw.packed_bytes, lw.copies, M, N, K);
                 double bytes = (double)lw.raw_bytes + (double)M * K * 2 + (double)M * N * 4;
                 printf("%5d %6d %6d %4d %10.1f %7.2f %8.2f\n", M, N, K, pdl, us, bytes / us * 1e-6,
                        us / (bytes / 4.3e6));
             }
         lab_w_free(&lw);
-        CK(cudaFree(x));
-        CK(cudaFree(y));
-        free(xh);
     }
     flint_cuda_gemm_configure(1); /* the default */
 }
