@@ -45,6 +45,8 @@ static void usage(FILE *f) {
             "  --tensor-parallel-size N    cuda: the target sharded over GPUs 0..N-1 through NCCL (dummy: all-reduce\n"
             "                              time per step measured alone too)\n"
             "  --baseline SCRIPT|none      the PyTorch baseline (default " FLINT_TOOLS_DIR "/torch_baseline.py)\n"
+            "  --cuda-graph-sizes LIST     cuda: row counts the captured forwards are padded to (default 1..8, 12,\n"
+            "                              16, 24, ... 512); larger forwards run eagerly\n"
             "  --gemm-pdl 0|1              cuda: programmatic dependent launch of the small-M GEMMs (default 1),\n"
             "                              for A/B runs\n"
             "  --profile                   engine mode: also time each phase of a step (prefill, draft, verify,\n"

@@ -34,6 +34,7 @@ typedef struct gen_options {
     int threads;
     int device;
     int enforce_eager;
+    const char *cuda_graph_sizes;
     int tensor_parallel_size;
     flint_sampling_params sp;
 } gen_options;
@@ -59,6 +60,7 @@ static void usage(FILE *f) {
             "  --threads N            CPU threads (default: every core)\n"
             "  --device D             cpu (default) or cuda: where the target model runs\n"
             "  --enforce-eager        cuda: launch every kernel instead of replaying captured CUDA graphs\n"
+            "  --cuda-graph-sizes L   cuda: row counts the captured forwards are padded to, e.g. 1,2,4,8\n"
             "  --tensor-parallel-size N  cuda: shard the target over GPUs 0..N-1 through NCCL (default 1)\n"
             "  --json                 print one JSON object with text, token ids and timings\n"
             "  --log-level L          error | warn | info | debug\n");
@@ -109,6 +111,14 @@ static int parse(int argc, char **argv, gen_options *o) {
                 if (flint_arg_int(cmd, a, v, 0, 4096, &o->threads)) return -1;
             } else if (!strcmp(a, "--tensor-parallel-size")) {
                 if (flint_arg_int(cmd, a, v, 1, 64, &o->tensor_parallel_size)) return -1;
+            } else if (!strcmp(a, "--cuda-graph-sizes")) {
+                flint_engine_options probe;
+                flint_err e = {0};
+                if (flint_graph_sizes_parse(v, &probe, &e)) {
+                    fprintf(stderr, "flint generate: %s\n", e.msg);
+                    return -1;
+                }
+                o->cuda_graph_sizes = v;
             } else if (!strcmp(a, "--device")) {
                 if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
                     fprintf(stderr, "flint generate: --device must be cpu or cuda (got '%s')\n", v);
@@ -192,6 +202,7 @@ int flint_cmd_generate(int argc, char **argv) {
     eo.device = o.device;
     eo.enforce_eager = o.enforce_eager;
     eo.tensor_parallel_size = o.tensor_parallel_size;
+    if (o.cuda_graph_sizes && flint_graph_sizes_parse(o.cuda_graph_sizes, &eo, &err)) goto fail;
     if (o.spec_config && flint_spec_config_parse(o.spec_config, &eo, &drafter_dir, &err)) goto fail;
     if (!(e = flint_engine_open(&eo, &err))) goto fail;
     const flint_tokenizer *tok = flint_engine_tokenizer(e);

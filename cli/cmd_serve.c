@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "server/server.h"
+#include "verifier/engine.h" /* flint_graph_sizes_parse */
 
 #ifndef FLINT_DEFAULT_MODEL
 #define FLINT_DEFAULT_MODEL "models/flint-tiny"
@@ -57,6 +58,8 @@ static void usage(FILE *f, const flint_server_options *d) {
             "  --gpu-memory-utilization F  cuda: size the KV pool so that F of the GPU's memory is in use (0-1;\n"
             "                           default: room for --max-num-seqs requests of --max-model-len)\n"
             "  --enforce-eager          cuda: launch every kernel instead of replaying captured CUDA graphs\n"
+            "  --cuda-graph-sizes LIST  cuda: row counts the captured forwards are padded to, e.g. 1,2,4,8,16,32,64\n"
+            "                           (larger forwards run eagerly; default 1..8, 12, 16, 24, ... 512)\n"
             "  --tensor-parallel-size N cuda: shard the target over GPUs 0..N-1 through NCCL (default 1)\n"
             "  --log-level L            error | warn | info | debug (default info)\n",
             d->host, d->port, d->max_num_seqs, d->prefill_chunk, d->max_queue, d->http_timeout_s, d->max_body_bytes,
@@ -130,6 +133,14 @@ static int parse(int argc, char **argv, flint_server_options *o, int *have_model
                 o->device = !strcmp(v, "cuda");
             } else if (!strcmp(a, "--tensor-parallel-size")) {
                 if (flint_arg_int(cmd, a, v, 1, 64, &o->tensor_parallel_size)) return -1;
+            } else if (!strcmp(a, "--cuda-graph-sizes")) {
+                flint_engine_options probe;
+                flint_err e = {0};
+                if (flint_graph_sizes_parse(v, &probe, &e)) {
+                    fprintf(stderr, "flint serve: %s\n", e.msg);
+                    return -1;
+                }
+                o->cuda_graph_sizes = v;
             } else if (!strcmp(a, "--gpu-memory-utilization")) {
                 if (flint_arg_float(cmd, a, v, 0, 0.99f, &o->gpu_memory_utilization)) return -1;
             } else if (!strcmp(a, "--threads")) {

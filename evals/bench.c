@@ -215,6 +215,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         eo.n_threads = o->threads;
         eo.device = o->device;
         eo.enforce_eager = o->enforce_eager;
+        if (o->cuda_graph_sizes && flint_graph_sizes_parse(o->cuda_graph_sizes, &eo, err)) goto done;
         eo.tensor_parallel_size = o->tensor_parallel_size;
         if (o->dummy) { /* a real shape with random weights: a context just long enough for the run */
             int kmax = 0;

@@ -139,6 +139,12 @@ int flint_bench_gpu_run(const flint_bench_options *o, flint_err *err) {
     to.max_len = o->context + max_q;
     to.max_rows = max_b * max_q;
     to.enforce_eager = o->enforce_eager;
+    if (o->cuda_graph_sizes) {
+        flint_engine_options probe;
+        if (flint_graph_sizes_parse(o->cuda_graph_sizes, &probe, err)) return -1;
+        to.n_graph_sizes = probe.n_cuda_graph_sizes;
+        memcpy(to.graph_sizes, probe.cuda_graph_sizes, sizeof to.graph_sizes);
+    }
     const int n_tp = o->tensor_parallel_size > 1 ? o->tensor_parallel_size : 1;
     flint_tp_comm comms[64];
     flint_target *ranks[64] = {NULL};

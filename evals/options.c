@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "evals/evals.h"
+#include "verifier/engine.h" /* flint_graph_sizes_parse */
 #include "target/target.h"
 
 /* ==== value parsing ==== */
@@ -188,7 +189,7 @@ static const char *const bench_value_flags[] = {
     "--speculative-config", "--batch-sizes", "--draft-lengths", "--synthetic-acceptance", "--synthetic-per-position",
     "--context", "--warmup", "--steps", "--temperature", "--top-p", "--top-k", "--min-p", "--seed", "--dataset",
     "--data-dir", "--threads", "--output", "--device", "--load-format", "--model-shape", "--q", "--baseline",
-    "--tensor-parallel-size", "--gemm-pdl", NULL};
+    "--tensor-parallel-size", "--gemm-pdl", "--cuda-graph-sizes", NULL};
 
 int flint_bench_option_kind(const char *flag) {
     if (in_list(bench_value_flags, flag)) return 1;
@@ -214,6 +215,11 @@ int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v
     else if (!strcmp(f, "--baseline")) o->baseline = v;
     else if (!strcmp(f, "--tensor-parallel-size")) return get_int(f, v, 1, 64, &o->tensor_parallel_size, err);
     else if (!strcmp(f, "--gemm-pdl")) return get_int(f, v, 0, 1, &o->gemm_pdl, err);
+    else if (!strcmp(f, "--cuda-graph-sizes")) {
+        flint_engine_options probe;
+        if (flint_graph_sizes_parse(v, &probe, err)) return -1;
+        o->cuda_graph_sizes = v;
+    }
     else if (!strcmp(f, "--speculative-config")) o->spec_config = v;
     else if (!strcmp(f, "--batch-sizes")) return get_int_list(f, v, 1, 4096, o->batch_sizes, &o->n_batch, err);
     else if (!strcmp(f, "--draft-lengths")) return get_int_list(f, v, 1, 16, o->draft_lengths, &o->n_draft, err);

@@ -171,6 +171,7 @@ flint_server *flint_server_open(const flint_server_options *opts, flint_err *err
     s->eo.n_threads = s->o.threads;
     s->eo.device = s->o.device;
     s->eo.enforce_eager = s->o.enforce_eager;
+    if (s->o.cuda_graph_sizes && flint_graph_sizes_parse(s->o.cuda_graph_sizes, &s->eo, err)) goto fail;
     s->eo.tensor_parallel_size = s->o.tensor_parallel_size;
     s->eo.gpu_memory_utilization = s->o.gpu_memory_utilization;
     if (s->eo.n_threads == 0) {

@@ -38,6 +38,7 @@ typedef struct flint_server_options {
     int threads;                   /* engine CPU threads; 0 = every core but one (the loop's) */
     int device;                    /* where the target runs: FLINT_TARGET_CPU (0) or FLINT_TARGET_CUDA (1) */
     int enforce_eager;             /* CUDA: no captured graphs */
+    const char *cuda_graph_sizes;  /* CUDA: the captured forwards' row counts, "1,2,4,..." (NULL: default) */
     int tensor_parallel_size;      /* CUDA: shard the target over this many GPUs (NCCL); 1 = one GPU */
     float gpu_memory_utilization;  /* CUDA: KV pool sized to this fraction of the device (0 = default pool) */
     int stream_token_by_token;     /* one SSE event per token even when a step emits several (0) */

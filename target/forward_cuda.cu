@@ -460,8 +460,13 @@ void flint_target_get_device_view(const flint_target *t, flint_target_device_vie
 
 /* Row counts a captured forward is padded to: exact up to 8 (batch 1 at every draft length),
  * then steps of about 1.5x; capped at max_rows. */
-static int row_bucket(int n, int max_rows) {
+static int row_bucket(const flint_target_options *o, int n, int max_rows) {
     static const int b[] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+    if (o->n_graph_sizes > 0) { /* the caller's sizes (--cuda-graph-sizes) */
+        for (int i = 0; i < o->n_graph_sizes; i++)
+            if (n <= o->graph_sizes[i]) return o->graph_sizes[i] < max_rows ? o->graph_sizes[i] : max_rows;
+        return max_rows;
+    }
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
         if (n <= b[i]) return b[i] < max_rows ? b[i] : max_rows;
     return max_rows;
@@ -645,8 +650,8 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     const int graphed = !o->enforce_eager && R <= o->graph_max_rows;
     graph_key k;
     memset(&k, 0, sizeof k);
-    k.rows = graphed ? row_bucket(R, o->max_rows) : R;
-    k.n_logit = b->n_logit_rows > 0 && graphed ? row_bucket(b->n_logit_rows, k.rows) : b->n_logit_rows;
+    k.rows = graphed ? row_bucket(o, R, o->max_rows) : R;
+    k.n_logit = b->n_logit_rows > 0 && graphed ? row_bucket(o, b->n_logit_rows, k.rows) : b->n_logit_rows;
     k.ctx = max_ctx;
     if (graphed) {
         k.ctx = 512;

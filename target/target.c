@@ -103,6 +103,14 @@ static int resolve_options(const flint_target_config *c, const flint_target_opti
     if (o->max_rows < 1 || o->max_rows > (1 << 20))
         return flint_err_set(err, FLINT_ERR_INVALID, "target options: max_rows %d is outside 1..%d", o->max_rows,
                              1 << 20);
+    if (o->n_graph_sizes < 0 || o->n_graph_sizes > FLINT_TARGET_MAX_GRAPH_SIZES)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target options: %d CUDA graph sizes; at most %d",
+                             o->n_graph_sizes, FLINT_TARGET_MAX_GRAPH_SIZES);
+    for (int i = 0; i < o->n_graph_sizes; i++)
+        if (o->graph_sizes[i] < 1 || o->graph_sizes[i] > o->max_rows || (i && o->graph_sizes[i] <= o->graph_sizes[i - 1]))
+            return flint_err_set(err, FLINT_ERR_INVALID, "target options: CUDA graph size %d (entry %d) must be in "
+                                 "1..%d (max_rows) and above the one before", o->graph_sizes[i], i, o->max_rows);
+    if (o->n_graph_sizes > 0) o->graph_max_rows = o->graph_sizes[o->n_graph_sizes - 1];
     if (o->n_threads < 0 || o->n_threads > 4096)
         return flint_err_set(err, FLINT_ERR_INVALID, "target options: n_threads %d is outside 0..4096",
                              o->n_threads);

@@ -73,6 +73,8 @@ void flint_tp_nccl_close(flint_tp_comm *comm);
 /* After a rank failed: abort instead of destroy (a destroy may wait for peers that are gone). */
 void flint_tp_nccl_abort(flint_tp_comm *comm);
 
+#define FLINT_TARGET_MAX_GRAPH_SIZES 64
+
 typedef struct flint_target_options {
     int kv_block_size;  /* tokens per KV block, a power of two (default 16) */
     int kv_blocks;      /* blocks in the KV pool; 0 = max_seqs x ceil(max_len / block) */
@@ -94,6 +96,11 @@ typedef struct flint_target_options {
     int enforce_eager;  /* CUDA: launch every kernel each forward instead of replaying captured
                          * graphs (same kernels, same results bit for bit) */
     int graph_max_rows; /* CUDA: forwards of more rows than this run eagerly (default 512) */
+    int n_graph_sizes;  /* CUDA: the row counts a captured forward is padded to (vLLM's
+                         * --cuda-graph-sizes), graph_sizes[0..n) ascending, each in 1..max_rows;
+                         * forwards of more rows than the last run eagerly (it replaces
+                         * graph_max_rows). 0: the default buckets 1..8, 12, 16, 24, 32, 48, ..., 512 */
+    int graph_sizes[FLINT_TARGET_MAX_GRAPH_SIZES];
     double tp_timeout_s; /* CUDA tensor parallel: a forward whose collectives have not finished after
                           * this long has lost a rank: the NCCL group is aborted and the forward
                           * fails (default 120) */

@@ -62,6 +62,9 @@ expect 1 "context" -- "$FLINT" generate "$tmp/s260" --prompt hi --max-tokens 100
 expect 1 "tensor parallelism runs on GPUs" -- "$FLINT" generate "$tmp/s260" --prompt hi --tensor-parallel-size 2
 expect 2 "tensor-parallel-size expects" -- "$FLINT" generate "$tmp/s260" --prompt hi --tensor-parallel-size 0
 expect 2 "gpu-memory-utilization expects" -- "$FLINT" serve "$tmp/s260" --gpu-memory-utilization 1.5
+expect 2 "must be ascending" -- "$FLINT" serve "$tmp/s260" --cuda-graph-sizes 8,4
+expect 2 "cuda-graph-sizes expects" -- "$FLINT" generate "$tmp/s260" --prompt hi --cuda-graph-sizes 1,x
+expect 1 "CUDA graph size" -- "$FLINT" generate "$tmp/s260" --prompt hi --cuda-graph-sizes 1,2,60000
 expect 1 "needs device cuda" -- "$FLINT" serve "$tmp/s260" --gpu-memory-utilization 0.5 --port 0
 expect 2 "temperature" -- "$FLINT" generate "$tmp/s260" --prompt hi --temperature -1
 expect 2 "unknown option" -- "$FLINT" generate "$tmp/s260" --prompt hi --frobnicate 1

@@ -155,6 +155,8 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
     to.n_threads = o->n_threads;
     to.device = o->device;
     to.enforce_eager = o->enforce_eager;
+    to.n_graph_sizes = o->n_cuda_graph_sizes;
+    memcpy(to.graph_sizes, o->cuda_graph_sizes, sizeof to.graph_sizes);
     to.gpu_memory_utilization = o->gpu_memory_utilization;
     to.dummy_shape = o->model_shape;
     if (o->tensor_parallel_size < 0 || o->tensor_parallel_size > 64) {

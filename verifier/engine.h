@@ -60,6 +60,9 @@ typedef struct flint_engine_options {
     int device;                 /* where the target runs: FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA;
                                  * the drafter follows it; the sampler runs on the CPU in this version */
     int enforce_eager;          /* CUDA: launch every kernel instead of replaying captured graphs */
+    int n_cuda_graph_sizes;     /* CUDA: row counts the target's captured forwards are padded to
+                                 * (target.h graph_sizes; flint_graph_sizes_parse); 0: the default */
+    int cuda_graph_sizes[FLINT_TARGET_MAX_GRAPH_SIZES];
     float gpu_memory_utilization; /* CUDA, kv_blocks 0: size the target's KV pool to this fraction of the
                                    * device (target.h); 0 = max_seqs sessions of max_model_len */
     int tensor_parallel_size;   /* CUDA: > 1 shards the target over GPUs 0..N-1 through NCCL, one thread
@@ -209,6 +212,12 @@ void flint_engine_device_stats(const flint_engine *e, flint_target_graph_info *g
  * in *owned for the caller to free), num_speculative_tokens and draft_greedy. Unknown keys and
  * wrong types are errors. */
 int flint_spec_config_parse(const char *json, flint_engine_options *o, char **owned, flint_err *err);
+
+/* vLLM's --cuda-graph-sizes: a comma-separated ascending list of row counts ("1,2,4,8,16") into
+ * cuda_graph_sizes; a malformed list, a size outside 1..65536, a list not ascending or longer
+ * than FLINT_TARGET_MAX_GRAPH_SIZES is FLINT_ERR_INVALID (sizes above the engine's row limit are
+ * refused when it opens). */
+int flint_graph_sizes_parse(const char *list, flint_engine_options *o, flint_err *err);
 
 /* The `speculative` object of usage (DESIGN.md section 7): num_spec_steps, num_draft_tokens,
  * num_accepted_draft_tokens, mean_acceptance_length, draft_acceptance_rate,

@@ -7,6 +7,29 @@
 
 #include "verifier/engine.h"
 
+int flint_graph_sizes_parse(const char *list, flint_engine_options *o, flint_err *err) {
+    int n = 0;
+    const char *p = list;
+    for (;;) {
+        char *end = NULL;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 65536 || (*end && *end != ','))
+            return flint_err_set(err, FLINT_ERR_INVALID, "--cuda-graph-sizes expects ascending row counts in "
+                                 "1..65536 separated by commas, e.g. 1,2,4,8 (got '%s')", list);
+        if (n == FLINT_TARGET_MAX_GRAPH_SIZES)
+            return flint_err_set(err, FLINT_ERR_INVALID, "--cuda-graph-sizes: at most %d sizes",
+                                 FLINT_TARGET_MAX_GRAPH_SIZES);
+        if (n > 0 && v <= o->cuda_graph_sizes[n - 1])
+            return flint_err_set(err, FLINT_ERR_INVALID, "--cuda-graph-sizes must be ascending (%ld after %d)", v,
+                                 o->cuda_graph_sizes[n - 1]);
+        o->cuda_graph_sizes[n++] = (int)v;
+        if (!*end) break;
+        p = end + 1;
+    }
+    o->n_cuda_graph_sizes = n;
+    return 0;
+}
+
 int flint_spec_config_parse(const char *json, flint_engine_options *o, char **owned, flint_err *err) {
     *owned = NULL;
     cJSON *j = cJSON_Parse(json);
