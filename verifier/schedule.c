@@ -8,9 +8,10 @@
  * itself (the paper's Appendix A shows a global search would bias the output), so acceptance stays
  * lossless; survival is monotone in j, so every request keeps a prefix of its drafts.
  *
- * T(B): verify time of a batch of B rows, measured on the target at open (1, 4, 16, ... max_rows
- * rows, median of 3 runs each; linear between the points, made monotone as vLLM's cost tables
- * are), or fixed + per_row x B given in the options so that runs are reproducible. Raw confidences
+ * T(B): verify time of a batch of B rows, measured on the target at open (at the CUDA forward's
+ * row buckets 1, 2, 4, 8, 12, 16, 24, ... up to max_rows, median of 3 runs each, logits and taps
+ * where a step leaves them; linear between the points, made monotone as vLLM's cost tables are),
+ * or fixed + per_row x B given in the options so that runs are reproducible. Raw confidences
  * are used (no per-position temperature calibration yet). On a CPU the verify cost grows with every
  * row, so the scheduler rightly keeps few drafts; on a GPU it is flat up to dozens of rows.
  *
@@ -177,14 +178,14 @@ int flint_engine_pick_k(flint_engine *e, int n) {
     const int K = e->K;
     e->dyn_steps++;
     int k_step = K;
-    /* K until ~24 requests have been seen in drafting steps; then K when drafting pays, and while
-     * it does not, one drafting step every m steps keeps its yield measured, m chosen so that this
-     * costs at most ~2% of throughput: (1 - ratio) / m <= 0.02 (4 <= m <= 256) */
     /* the modelled step times, scaled by what such steps really took (dyn_scale: encode, accept,
      * host work and launches are not in T and D) */
     const double t_with = e->dyn_scale[1] * (verify_ms(e, n * (e->dyn_cnt > 0 ? e->dyn_rows / e->dyn_cnt : K + 1)) +
                                              draft_ms(e, n));
     const double t_without = e->dyn_scale[0] * verify_ms(e, n);
+    /* K until ~24 requests have been seen in drafting steps; then K when drafting pays, and while
+     * it does not, one drafting step every m steps keeps its yield measured, m chosen so that this
+     * costs at most ~2% of throughput: (1 - ratio) / m <= 0.02 (4 <= m <= 256) */
     if (n > 0 && K > 0 && e->dyn_cnt >= 24.0) {
         const double tokens = e->dyn_tok / e->dyn_cnt; /* per request */
         const double with = n * tokens / t_with, without = n / t_without, ratio = with / without;
