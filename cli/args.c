@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "verifier/engine.h" /* flint_graph_sizes_parse */
+
 int flint_arg_int(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out) {
     char *end;
     errno = 0;
@@ -48,4 +50,12 @@ const char *flint_arg_value(const char *cmd, int argc, char **argv, int *i) {
         return NULL;
     }
     return argv[++*i];
+}
+
+int flint_arg_graph_sizes(const char *cmd, const char *val) {
+    flint_engine_options probe;
+    flint_err e = {0};
+    if (!flint_graph_sizes_parse(val, &probe, &e)) return 0;
+    fprintf(stderr, "flint %s: %s\n", cmd, e.msg);
+    return -1;
 }

@@ -112,12 +112,7 @@ static int parse(int argc, char **argv, gen_options *o) {
             } else if (!strcmp(a, "--tensor-parallel-size")) {
                 if (flint_arg_int(cmd, a, v, 1, 64, &o->tensor_parallel_size)) return -1;
             } else if (!strcmp(a, "--cuda-graph-sizes")) {
-                flint_engine_options probe;
-                flint_err e = {0};
-                if (flint_graph_sizes_parse(v, &probe, &e)) {
-                    fprintf(stderr, "flint generate: %s\n", e.msg);
-                    return -1;
-                }
+                if (flint_arg_graph_sizes(cmd, v)) return -1;
                 o->cuda_graph_sizes = v;
             } else if (!strcmp(a, "--device")) {
                 if (strcmp(v, "cpu") && strcmp(v, "cuda")) {

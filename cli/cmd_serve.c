@@ -14,7 +14,6 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "server/server.h"
-#include "verifier/engine.h" /* flint_graph_sizes_parse */
 
 #ifndef FLINT_DEFAULT_MODEL
 #define FLINT_DEFAULT_MODEL "models/flint-tiny"
@@ -134,12 +133,7 @@ static int parse(int argc, char **argv, flint_server_options *o, int *have_model
             } else if (!strcmp(a, "--tensor-parallel-size")) {
                 if (flint_arg_int(cmd, a, v, 1, 64, &o->tensor_parallel_size)) return -1;
             } else if (!strcmp(a, "--cuda-graph-sizes")) {
-                flint_engine_options probe;
-                flint_err e = {0};
-                if (flint_graph_sizes_parse(v, &probe, &e)) {
-                    fprintf(stderr, "flint serve: %s\n", e.msg);
-                    return -1;
-                }
+                if (flint_arg_graph_sizes(cmd, v)) return -1;
                 o->cuda_graph_sizes = v;
             } else if (!strcmp(a, "--gpu-memory-utilization")) {
                 if (flint_arg_float(cmd, a, v, 0, 0.99f, &o->gpu_memory_utilization)) return -1;
