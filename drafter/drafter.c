@@ -323,6 +323,12 @@ const float *flint_drafter_device_q(const flint_drafter *d) {
     return NULL;
 }
 
+const int32_t *flint_drafter_device_tokens(const flint_drafter *d, int *stride) {
+    (void)d;
+    *stride = 0;
+    return NULL;
+}
+
 void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info *info) {
     (void)d;
     memset(info, 0, sizeof *info);

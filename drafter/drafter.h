@@ -128,7 +128,14 @@ typedef struct flint_drafter_out {
     float *base_logits;  /* [n_reqs][max_draft][draft_vocab_size] U_k before the Markov bias (tests) */
     int q_on_device;     /* CUDA drafter, q == NULL: compute q but leave it in device memory, at
                           * flint_drafter_device_q (for the device-side acceptance) */
+    int tokens_on_device; /* CUDA drafter, tokens and confidence NULL: leave the drafts in device
+                           * memory (flint_drafter_device_tokens) and return without waiting for
+                           * the GPU; work queued on the target's stream after the call sees them */
 } flint_drafter_out;
+
+/* The CUDA drafter's device copy of the last draft call's tokens: token k of request i at
+ * [k * *stride + i] (k < that request's n_draft); NULL on the CPU. Valid until the next call. */
+const int32_t *flint_drafter_device_tokens(const flint_drafter *d, int *stride);
 
 /* The CUDA drafter's device copy of the last draft call's q: [max_reqs][max_draft][vocab_size],
  * request i at i (rows of greedy requests and k >= n_draft are stale); NULL on the CPU. */

@@ -93,10 +93,12 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
  * Device pointers; launched on stream s (a cudaStream_t), no synchronisation.
  * - to_bf16: out[i] = bf16(in[i]) (round to nearest even, as flint_bf16_from_f32), i < n.
  * - markov_conf, one block per request i < n_reqs, for draft slot k: prev = prev_tok ? prev_tok[i]
- *   : anchor[i]; when r > 0, e[i][0..r) = w1[prev][0..r) (bf16 copy); when conf_w is not NULL,
+ *   : anchor[i]; when r > 0 and e is not NULL, e[i][0..r) = w1[prev][0..r) (bf16 copy); when conf_w is not NULL,
  *   conf[i * ld_conf + k] = sigmoid((sum_h conf_w[h] hfin_i[h] + conf_b) + sum_j conf_w[H + j]
  *   w1[prev][j]) with hfin_i = hfin + i * ld_hfin (bf16, H wide), the second sum only when
  *   conf_markov (r > 0).
+ * - markov_bias: L[i * ld + v] = L[i * ld + v] + sum_{j < r} bf16(w1[prev_i][j]) w2[v][j] for v < Vd,
+ *   i < n_reqs, prev_i as markov_conf's; w2 row-major bf16 [Vd][r]; the sum over j in order (fmaf).
  * - scatter_vocab: reduced draft vocabulary into target ids, out[i][t] = t2d[t] >= 0 ?
  *   in[i * ld_in + t2d[t]] : -inf, for t < n_vocab (out is [n_rows][n_vocab]). */
 void flint_drafter_cuda_to_bf16(uint16_t *out, const float *in, size_t n, void *s);
@@ -104,6 +106,8 @@ void flint_drafter_cuda_markov_conf(uint16_t *e, int r, const uint16_t *w1, cons
                                     const int32_t *prev_tok, float *conf, int ld_conf, int k, const float *conf_w,
                                     float conf_b, int conf_markov, const uint16_t *hfin, size_t ld_hfin, int H,
                                     int n_reqs, void *s);
+void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
+                                    const int32_t *prev_tok, int r, int Vd, int n_reqs, void *s);
 void flint_drafter_cuda_scatter_vocab(float *out, const float *in, size_t ld_in, const int32_t *t2d, int n_vocab,
                                       int n_rows, void *s);
 #ifdef __cplusplus

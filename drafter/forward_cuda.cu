@@ -20,10 +20,10 @@
  * Draft, per call: one backbone forward over the n_reqs x B block rows ([anchor, MASK..], the
  * non-causal block attention of ops_cuda.h over the cached context before the anchor), final
  * norm, base logits U = LM head (fp32, [row][draft_vocab]). Then the Markov loop, one step per
- * draft slot k for all requests at once: a kernel gathers e_i = W1[prev_i] (prev = anchor, then
- * the token drawn at k - 1) and evaluates the confidence head on [hfin ; e]; the bias W2 e_i is
- * added in place into U's slot-k rows by the tensor-core GEMM (accumulate: U + W2 e, the CPU's
- * order of the two terms), so those rows become the corrected logits L_k; a reduced vocabulary
+ * draft slot k for all requests at once: a kernel evaluates the confidence head on [hfin ; e_i],
+ * e_i = W1[prev_i] (prev = anchor, then the token drawn at k - 1); the bias W2 e_i is added in
+ * place into U's slot-k rows by markov_bias_kernel (U + W2 e, the CPU's order of the two
+ * terms), so those rows become the corrected logits L_k; a reduced vocabulary
  * is scattered into target ids (-inf elsewhere); flint_cuda_draft_sample draws x_k (argmax when
  * greedy) and writes q_k. Every kernel is batch-invariant, so a request's drafts, logits and
  * confidences do not depend on the other requests of the call.
@@ -92,13 +92,33 @@ static __global__ void to_bf16_kernel(uint16_t *out, const float *in, size_t n) 
         out[i] = f2bf(in[i]);
 }
 
+#define GATHER_THREADS 256
+
 /* Row r of out = bf16 of row src[r] of in (n floats a row): the committed rows of a verify,
- * gathered where the target's forward left their taps. */
-static __global__ void gather_bf16_kernel(uint16_t *out, const float *in, const int32_t *src, int n) {
+ * gathered where the target's forward left their taps. Grid (row, slice of 4 * GATHER_THREADS
+ * floats): a 5-tap row of a 4096-wide model is 20 blocks with one 16-byte load per thread, not
+ * one block looping 80 times (33 us for 3 rows before). */
+static __global__ void __launch_bounds__(GATHER_THREADS)
+gather_bf16_kernel(uint16_t *out, const float *in, const int32_t *src, int n, int vec) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     const float *row = in + (size_t)src[blockIdx.x] * n;
     uint16_t *o = out + (size_t)blockIdx.x * n;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = f2bf(row[i]);
+    const int i = 4 * (blockIdx.y * GATHER_THREADS + threadIdx.x);
+    if (vec) { /* rows of whole float4s on aligned buffers */
+        if (i >= n) return;
+        const float4 v = *(const float4 *)(row + i);
+        *(uint2 *)(o + i) = make_uint2((uint32_t)f2bf(v.x) | (uint32_t)f2bf(v.y) << 16,
+                                       (uint32_t)f2bf(v.z) | (uint32_t)f2bf(v.w) << 16);
+        return;
+    }
+    for (int k = i; k < i + 4 && k < n; k++) o[k] = f2bf(row[k]);
+}
+
+static void gather_bf16(uint16_t *out, const float *in, const int32_t *src, int n_rows, int n, cudaStream_t s) {
+    const unsigned slices = (unsigned)((n + 4 * GATHER_THREADS - 1) / (4 * GATHER_THREADS));
+    const int vec = n % 4 == 0 && (uintptr_t)in % 16 == 0 && (uintptr_t)out % 8 == 0;
+    gather_bf16_kernel<<<dim3((unsigned)n_rows, slices), GATHER_THREADS, 0, s>>>(out, in, src, n, vec);
+    launch_check("gather_bf16");
 }
 
 void flint_drafter_cuda_to_bf16(uint16_t *out, const float *in, size_t n, void *s) {
@@ -134,7 +154,8 @@ markov_conf_kernel(uint16_t *e, int r, const uint16_t *w1, const int32_t *anchor
     const int i = blockIdx.x;
     const int32_t prev = prev_tok ? prev_tok[i] : anchor[i];
     const uint16_t *w1r = r > 0 ? w1 + (size_t)prev * r : NULL;
-    for (int j = threadIdx.x; j < r; j += CONF_THREADS) e[(size_t)i * r + j] = w1r[j];
+    if (e)
+        for (int j = threadIdx.x; j < r; j += CONF_THREADS) e[(size_t)i * r + j] = w1r[j];
     if (!conf_w) return; /* the whole block */
     const uint16_t *h = hfin + (size_t)i * ld_hfin;
     float s1 = 0.0f, s2 = 0.0f;
@@ -150,13 +171,66 @@ void flint_drafter_cuda_markov_conf(uint16_t *e, int r, const uint16_t *w1, cons
                                     const int32_t *prev_tok, float *conf, int ld_conf, int k, const float *conf_w,
                                     float conf_b, int conf_markov, const uint16_t *hfin, size_t ld_hfin, int H,
                                     int n_reqs, void *s) {
-    FLINT_ASSERT(n_reqs >= 0 && r >= 0 && H > 0 && (r == 0 || (e && w1)) && (!conf_w || (conf && hfin)));
+    FLINT_ASSERT(n_reqs >= 0 && r >= 0 && H > 0 && (r == 0 || w1) && (!conf_w || (conf && hfin)));
     FLINT_ASSERT(prev_tok || anchor);
-    if (n_reqs == 0 || (r == 0 && !conf_w)) return;
+    if (n_reqs == 0 || ((r == 0 || !e) && !conf_w)) return;
     markov_conf_kernel<<<n_reqs, CONF_THREADS, 0, (cudaStream_t)s>>>(e, r, w1, anchor, prev_tok, conf, ld_conf, k,
                                                                    conf_w, conf_b, conf_markov && r > 0, hfin,
                                                                    ld_hfin, H);
     launch_check("markov_conf");
+}
+
+#define BIAS_THREADS 256
+#define BIAS_REQS 32 /* requests per block: their e = W1[prev] in shared memory (32 r floats) */
+
+/* The Markov bias added in place: L[i][v] = L[i][v] + sum_j e_i[j] W2[v][j], e_i = W1[prev_i]
+ * (bf16, widened exactly), W2 row-major [Vd][r]. Thread v reads W2's row v once (r / 8 16-byte
+ * loads, L1 keeps it for the other requests of its block) and for each request sums j = 0..r-1
+ * in order with fmaf, then adds the sum to L (the CPU's order: U + W2 e). The tensor-core GEMM
+ * did this before: K = r = 64 left it 9496 tiny tiles at 36 us per Markov step at batch 1; this
+ * is one pass over W2's 19 MB. Batch-invariant: a (request, v) sum depends on r alone. */
+static __global__ void __launch_bounds__(BIAS_THREADS)
+markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
+                   const int32_t *prev_tok, int r, int Vd, int n_reqs) {
+    pdl_trigger();
+    extern __shared__ float e_s[]; /* [BIAS_REQS][r] */
+    const int i0 = blockIdx.y * BIAS_REQS, ni = min(BIAS_REQS, n_reqs - i0);
+    for (int x = threadIdx.x; x < ni * r; x += BIAS_THREADS) {
+        const int i = x / r, j = x - i * r;
+        const int32_t prev = prev_tok ? prev_tok[i0 + i] : anchor[i0 + i];
+        e_s[x] = bf2f(w1[(size_t)prev * r + j]);
+    }
+    __syncthreads();
+    const int v = blockIdx.x * BIAS_THREADS + threadIdx.x;
+    if (v >= Vd) return;
+    const uint16_t *wr = w2 + (size_t)v * r;
+    const int vec = (r & 7) == 0 && ((uintptr_t)w2 & 15) == 0;
+    for (int i = 0; i < ni; i++) {
+        const float *e = e_s + i * r;
+        float acc = 0.0f;
+        if (vec) {
+            for (int j = 0; j < r; j += 8) {
+                float w[8];
+                unpack8(w, __ldg((const uint4 *)(wr + j)));
+#pragma unroll
+                for (int q = 0; q < 8; q++) acc = fmaf(e[j + q], w[q], acc);
+            }
+        } else {
+            for (int j = 0; j < r; j++) acc = fmaf(e[j], bf2f(wr[j]), acc);
+        }
+        float *o = L + (size_t)(i0 + i) * ld + v;
+        *o = __fadd_rn(*o, acc);
+    }
+}
+
+void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
+                                    const int32_t *prev_tok, int r, int Vd, int n_reqs, void *s) {
+    FLINT_ASSERT(n_reqs >= 0 && r > 0 && r <= 384 && Vd > 0 && L && w2 && w1 && (prev_tok || anchor));
+    if (n_reqs == 0) return;
+    const dim3 grid((unsigned)((Vd + BIAS_THREADS - 1) / BIAS_THREADS), (unsigned)((n_reqs + BIAS_REQS - 1) / BIAS_REQS));
+    markov_bias_kernel<<<grid, BIAS_THREADS, sizeof(float) * BIAS_REQS * (size_t)r, (cudaStream_t)s>>>(
+        L, ld, w2, w1, anchor, prev_tok, r, Vd, n_reqs);
+    launch_check("markov_bias");
 }
 
 static __global__ void scatter_vocab_kernel(float *out, const float *in, size_t ld_in, const int32_t *t2d,
@@ -242,11 +316,11 @@ struct flint_drafter_cuda {
     /* draft scratch, max_reqs * B rows */
     float *x, *qkv, *gu, *u, *attn_scratch;
     uint16_t *xn, *att, *act, *hfin;
-    uint16_t *e;   /* [max_reqs][r] W1[prev] */
     float *lt;     /* [max_reqs][vocab] corrected logits in target ids (reduced vocabulary) */
     float *q;      /* [max_reqs][max_draft][vocab] draft distributions */
     float *conf;   /* [max_reqs][max_draft] */
     int32_t *toks; /* [max_draft][n_reqs] drawn tokens, step-major (the sampler writes a step's rows) */
+    int toks_stride; /* the last draft call's request count (padded): toks' row pitch */
     void *smp;     /* flint_cuda_draft_sample scratch */
     char *dpar;    /* device mirror of hpar */
     /* host */
@@ -308,7 +382,7 @@ static void carve(const flint_drafter *d, struct flint_drafter_cuda *g, flint_ar
     g->hidden_norm = DNEW(a, uint16_t, H);
     g->final_norm = DNEW(a, uint16_t, H);
     g->w1 = r ? DNEW(a, uint16_t, V * r) : NULL;
-    g->w2 = r ? DNEW(a, uint16_t, flint_cuda_gemm_packed_elems((int)Vd, (int)r)) : NULL;
+    g->w2 = r ? DNEW(a, uint16_t, Vd * r) : NULL; /* row-major: the Markov bias kernel's own layout */
     g->conf_w = c->has_confidence ? DNEW(a, float, H + (c->confidence_with_markov ? r : 0)) : NULL;
     g->t2d = Vd != V ? DNEW(a, int32_t, V) : NULL;
     g->lt = Vd != V ? DNEW(a, float, Q * V) : NULL;
@@ -341,7 +415,6 @@ static void carve(const flint_drafter *d, struct flint_drafter_cuda *g, flint_ar
     g->hfin = DNEW(a, uint16_t, R * H);
     g->u = DNEW(a, float, R * Vd);
     g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, d->nh, (int)hd, (int)L));
-    g->e = r ? DNEW(a, uint16_t, Q * r) : NULL;
     g->q = DNEW(a, float, Q * K * V);
     g->conf = DNEW(a, float, Q * K);
     g->toks = DNEW(a, int32_t, K * Q);
@@ -370,7 +443,7 @@ static int upload_weights(flint_drafter *d, struct flint_drafter_cuda *g, flint_
              upload(g->hidden_norm, w->hidden_norm, H, st, sn, err) ||
              upload(g->final_norm, w->final_norm, H, st, sn, err) ||
              (r && (upload(g->w1, w->markov_w1, V * r, st, sn, err) ||
-                    upload_w(g->w2, w->markov_w2, Vd, r, st, sn, err)));
+                    upload(g->w2, w->markov_w2, Vd * r, st, sn, err)));
     for (int l = 0; !rc && l < c->n_layers; l++) {
         const flint_drafter_layer *h = &w->layers[l];
         dlayer *ly = &g->layers[l];
@@ -489,6 +562,11 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
 }
 
 const float *flint_drafter_device_q(const flint_drafter *d) { return d->cuda ? d->cuda->q : NULL; }
+const int32_t *flint_drafter_device_tokens(const flint_drafter *d, int *stride) {
+    if (!d->cuda) return NULL;
+    *stride = d->cuda->toks_stride;
+    return d->cuda->toks;
+}
 
 void flint_drafter_cuda_free(flint_drafter *d) {
     struct flint_drafter_cuda *g = d->cuda;
@@ -528,10 +606,9 @@ static void encode_device(flint_drafter *d, int R, const int32_t *pos, const int
         /* the k|v rows of the fused q|k|v weight: context rows need no query */
         flint_cuda_gemm_tc(g->ckv, 2 * kvd, g->ctxn, H, ly->wqkv + flint_cuda_gemm_packed_offset(d->q_dim, H), R,
                            2 * kvd, H, 0, s);
-        flint_cuda_qk_norm_rope(g->ckv, 2 * kvd, R, d->nkv, ly->k_norm, 0, NULL, c->head_dim, c->rms_norm_eps,
-                                g->rope_cos, g->rope_sin, pos, s);
-        flint_cuda_kv_store(kc, vc, g->ckv, g->ckv + kvd, 2 * kvd, pos, row_seq, tables, g->bt_stride, R, d->nkv,
-                            c->head_dim, d->block, s);
+        const flint_cuda_kv_dst kv = {kc, vc, 0, kvd, d->nkv, row_seq, tables, g->bt_stride, d->block};
+        flint_cuda_qk_norm_rope_store(g->ckv, 2 * kvd, R, d->nkv, ly->k_norm, 0, NULL, c->head_dim, c->rms_norm_eps,
+                                      g->rope_cos, g->rope_sin, pos, &kv, s);
     }
 }
 
@@ -600,10 +677,12 @@ static void markov_device(flint_drafter *d, int n_reqs, int n_steps, const int32
     size_t ldu = (size_t)B * Vd;
     for (int k = 0; k < n_steps; k++) {
         float *lk = g->u + (size_t)(first + k) * Vd; /* request i's slot row at lk + i * ldu */
-        flint_drafter_cuda_markov_conf(g->e, r, g->w1, anchor, k ? g->toks + (size_t)(k - 1) * n_reqs : NULL, g->conf,
+        flint_drafter_cuda_markov_conf(NULL, r, g->w1, anchor, k ? g->toks + (size_t)(k - 1) * n_reqs : NULL, g->conf,
                                        K, k, g->conf_w, g->conf_b, c->confidence_with_markov,
                                        g->hfin + (size_t)(first + k) * H, (size_t)B * H, H, n_reqs, g->stream);
-        if (r) flint_cuda_gemm_tc(lk, (int)ldu, g->e, r, g->w2, n_reqs, Vd, r, 1, (flint_cuda_stream)g->stream);
+        if (r)
+            flint_drafter_cuda_markov_bias(lk, ldu, g->w2, g->w1, anchor, k ? g->toks + (size_t)(k - 1) * n_reqs : NULL,
+                                           r, Vd, n_reqs, g->stream);
         const float *ls = lk;
         int ld = (int)ldu;
         if (g->t2d) {
@@ -654,8 +733,7 @@ static int pad_bucket(int n, int cap) {
 static void launch_encode(flint_drafter *d, const dgraph_key *k) {
     struct flint_drafter_cuda *g = d->cuda;
     const int nTH = d->cfg.n_taps * d->cfg.hidden_size;
-    gather_bf16_kernel<<<k->rows, 256, 0, g->stream>>>(g->taps_b, k->taps, DP(g, e_src, int32_t), nTH);
-    launch_check("gather_bf16");
+    gather_bf16(g->taps_b, k->taps, DP(g, e_src, int32_t), k->rows, nTH, g->stream);
     encode_device(d, k->rows, DP(g, e_pos, int32_t), DP(g, e_row_seq, int32_t), DP(g, tables, int32_t));
 }
 
@@ -850,6 +928,11 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
             return -1;
         markov_device(d, n_reqs, n_steps, DP(g, anchor, int32_t), DP(g, greedy, int32_t), DP(g, temp, float),
                       DP(g, seed, uint64_t), DP(g, spos, int64_t), out->q || out->q_on_device ? g->q : NULL);
+    }
+    g->toks_stride = np;
+    if (out->tokens_on_device) { /* the engine reads them on the device, after its own queued work */
+        CUDA_OK(cudaGetLastError(), "draft launch");
+        return 0;
     }
     CUDA_OK(cudaMemcpyAsync(g->h_toks, g->toks, sizeof(int32_t) * (size_t)n_steps * np, cudaMemcpyDeviceToHost,
                             g->stream), "draft download");

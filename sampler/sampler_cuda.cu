@@ -861,6 +861,29 @@ static void smp_launch(smp_args *a, int n_clusters, cudaStream_t s) {
     SMP_CHECK(cudaLaunchKernelExC(&cfg, (const void *)sampler_kernel, args));
 }
 
+static __global__ void draft_rows_kernel(int32_t *row_tok, const int32_t *src, int n_rows, int32_t *drafts, int L,
+                                         int n_d, int n_steps, const int32_t *toks, int stride) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n_rows) {
+        const int32_t v = src[i];
+        row_tok[i] = v < 0 ? -1 - v : toks[(size_t)(v % L) * stride + v / L];
+    }
+    if (i < n_d * L) {
+        const int d = i / L, j = i - d * L;
+        if (j < n_steps) drafts[i] = toks[(size_t)j * stride + d];
+    }
+}
+
+void flint_cuda_draft_rows(int32_t *row_tok, const int32_t *src, int n_rows, int32_t *drafts, int L, int n_d,
+                           int n_steps, const int32_t *toks, int stride, flint_cuda_stream_s s) {
+    FLINT_ASSERT(n_rows >= 0 && n_d >= 0 && L > 0 && n_steps >= 0 && n_steps <= L && stride >= n_d);
+    const int n = n_rows > n_d * L ? n_rows : n_d * L;
+    if (n == 0) return;
+    draft_rows_kernel<<<(n + 255) / 256, 256, 0, (cudaStream_t)s>>>(row_tok, src, n_rows, drafts, L, n_d, n_steps, toks,
+                                                                    stride);
+    SMP_CHECK(cudaGetLastError());
+}
+
 size_t flint_cuda_sampler_scratch_bytes(int n_rows, int n_vocab) {
     (void)n_vocab;
     return 256 + 2 * sizeof(int32_t) * (size_t)(n_rows > 0 ? n_rows : 0);

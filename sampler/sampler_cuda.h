@@ -74,6 +74,14 @@ void flint_cuda_accept(int32_t *out, int32_t *n_acc, const int32_t *draft, int l
                        const int32_t *row0, const int64_t *pos0, const flint_cuda_sampling *params, int n_req,
                        int n_vocab, void *scratch, flint_cuda_stream_s s);
 
+/* The verify rows of a step from the drafts a CUDA drafter left on the device (no trip through
+ * the host): for r < n_rows, row_tok[r] = src[r] < 0 ? -1 - src[r] (a literal: the anchor) :
+ * toks[(src[r] % L) * stride + src[r] / L] (draft j = src % L of request d = src / L; toks is
+ * the drafter's step-major [step][stride] output); and drafts[d * L + j] = toks[j * stride + d]
+ * for d < n_d, j < n_steps (the acceptance's [request][L] layout). */
+void flint_cuda_draft_rows(int32_t *row_tok, const int32_t *src, int n_rows, int32_t *drafts, int L, int n_d,
+                           int n_steps, const int32_t *toks, int stride, flint_cuda_stream_s s);
+
 /* The softmax exponential: 1 (default) glibc's expf algorithm in double, bit-identical to the CPU
  * reference on x86-64 with FMA; 0 CUDA's expf (<= 2 ulp, about 3x cheaper). Process-wide; read by
  * each launch. Returns the previous setting. */

@@ -41,6 +41,8 @@ static int validate(const flint_target *t, const flint_target_batch *b, flint_er
         if (b->tap_layers[i] < 0 || b->tap_layers[i] >= c->n_layers)
             return flint_err_set(err, FLINT_ERR_INVALID, "target forward: tap_layers[%d] = %d is outside 0..%d", i,
                                  b->tap_layers[i], c->n_layers - 1);
+    if (b->tokens_device && !t->cuda)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target forward: device-resident tokens need the CUDA forward");
     int bs = o->kv_block_size;
     for (int r = 0; r < b->n_rows; r++) {
         int tok = b->tokens[r], p = b->pos[r], s = b->row_seq[r];

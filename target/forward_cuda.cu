@@ -508,10 +508,11 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
         uint16_t *kc = g->k_cache + (size_t)l * g->kv_stride, *vc = g->v_cache + (size_t)l * g->kv_stride;
         flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->attn_norm, R, H, c->rms_norm_eps, s);
         flint_cuda_gemm_tc(g->qkv, t->qkv_dim, g->xn, H, ly->wqkv, R, t->qkv_dim, H, 0, s);
-        flint_cuda_qk_norm_rope(g->qkv, t->qkv_dim, R, t->nh, ly->q_norm, t->nkv, ly->k_norm, c->head_dim,
-                                c->rms_norm_eps, g->rope_cos, g->rope_sin, g->pos, s);
-        flint_cuda_kv_store(kc, vc, g->qkv + t->q_dim, g->qkv + t->q_dim + t->kv_dim, t->qkv_dim, g->pos, g->row_seq,
-                            g->tables, g->bt_stride, R, t->nkv, c->head_dim, t->opts.kv_block_size, s);
+        /* q/k norm, RoPE, and the K/V into the cache: one launch */
+        const flint_cuda_kv_dst kv = {kc,     vc,       t->nh,         t->q_dim + t->kv_dim, t->nkv,
+                                      g->row_seq, g->tables, g->bt_stride, t->opts.kv_block_size};
+        flint_cuda_qk_norm_rope_store(g->qkv, t->qkv_dim, R, t->nh, ly->q_norm, t->nkv, ly->k_norm, c->head_dim,
+                                      c->rms_norm_eps, g->rope_cos, g->rope_sin, g->pos, &kv, s);
         flint_cuda_attn a;
         memset(&a, 0, sizeof a);
         a.q = g->qkv;
@@ -677,6 +678,9 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
         CUDA_OK(cudaMemcpyAsync(g->tokens, g->h_in, n, cudaMemcpyHostToDevice, st), "batch upload");
         CUDA_OK(cudaEventRecord(g->staged, st), "event");
     }
+    if (b->tokens_device) /* the drafts the GPU drew, over the staged placeholders (outside the graph) */
+        CUDA_OK(cudaMemcpyAsync(g->tokens, b->tokens_device, sizeof(int32_t) * (size_t)R, cudaMemcpyDeviceToDevice, st),
+                "device tokens");
     if (graphed) {
         cudaGraphExec_t exec;
         if (forward_graph(t, g, &k, &exec, err)) return -1;

@@ -47,6 +47,15 @@ static __global__ void embed_kernel(float *out, const uint16_t *embed, const int
     const int r = blockIdx.x, n = tokens[r], nJ = (hidden + 31) / 32;
     const uint16_t *e = embed + (size_t)(n / 16) * nJ * 512 + (32 * ((n % 16) / 8) + 4 * (n % 8)) * 8;
     float *o = out + (size_t)r * hidden;
+    if ((hidden & 7) == 0 && ((uintptr_t)out & 15) == 0) { /* 8 consecutive k are 16 contiguous bytes */
+        for (int q = threadIdx.x; q < hidden / 8; q += blockDim.x) {
+            float v[8];
+            unpack8(v, *(const uint4 *)(e + (q / 4) * 512 + (q % 4) * 8));
+            *(float4 *)(o + 8 * q) = make_float4(v[0], v[1], v[2], v[3]);
+            *(float4 *)(o + 8 * q + 4) = make_float4(v[4], v[5], v[6], v[7]);
+        }
+        return;
+    }
     for (int k = threadIdx.x; k < hidden; k += blockDim.x) o[k] = bf2f(e[(k / 32) * 512 + ((k % 32) / 8) * 8 + k % 8]);
 }
 
@@ -59,9 +68,11 @@ void flint_cuda_embed(float *out, const uint16_t *embed, const int32_t *tokens, 
 }
 
 #define NORM_THREADS 256
+#define NORM_VEC 4 /* float4s a thread of the vector kernel keeps in registers */
 
 /* One block per row: each thread sums squares of a strided slice with fma, warps reduce by
- * butterfly, then every thread adds the 8 warp sums in order. */
+ * butterfly, then every thread adds the 8 warp sums in order. For rows that do not allow 16-byte
+ * loads (odd widths or pitches). */
 static __global__ void __launch_bounds__(NORM_THREADS)
 rmsnorm_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w, int n,
                float eps) {
@@ -82,11 +93,71 @@ rmsnorm_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *r
     for (int k = threadIdx.x; k < n; k += NORM_THREADS) o[k] = f2bf(__fmul_rn(__fmul_rn(xr[k], inv), bf2f(w[k])));
 }
 
+/* The same norm for rows of 4-float groups: a row is one trip to memory. Thread t holds groups t,
+ * t + T, .. (at most NORM_VEC, T = the block size, a function of n only) and their weights in
+ * registers, all loads issued before the first use; its sum of squares runs over its groups in
+ * order (x, y, z, w each), then the butterfly and the T / 32 warp sums in order. At batch 1 the
+ * scalar kernel's chain of dependent loads made a 4096-wide norm cost ~8 us; this one ~2. */
+static __global__ void __launch_bounds__(1024)
+rmsnorm_vec_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w, int n,
+                   float eps) {
+    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    __shared__ float part[32];
+    const int i = blockIdx.x, n4 = n >> 2, T = blockDim.x;
+    const float4 *xr = (const float4 *)(x + (size_t)(rows ? rows[i] : i) * ldx);
+    const uint2 *wr = (const uint2 *)w;
+    float4 v[NORM_VEC];
+    uint2 wv[NORM_VEC];
+#pragma unroll
+    for (int j = 0; j < NORM_VEC; j++) {
+        const int k = threadIdx.x + j * T;
+        v[j] = k < n4 ? xr[k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        wv[j] = k < n4 ? wr[k] : make_uint2(0u, 0u);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NORM_VEC; j++) {
+        ss = fmaf(v[j].x, v[j].x, ss);
+        ss = fmaf(v[j].y, v[j].y, ss);
+        ss = fmaf(v[j].z, v[j].z, ss);
+        ss = fmaf(v[j].w, v[j].w, ss);
+    }
+    ss = warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+    for (int k = 0; k < (T >> 5); k++) tot = __fadd_rn(tot, part[k]);
+    const float inv = 1.0f / sqrtf(tot / (float)n + eps); /* as flint_ops_rmsnorm */
+    uint2 *o = (uint2 *)(out + (size_t)i * ldo);
+#pragma unroll
+    for (int j = 0; j < NORM_VEC; j++) {
+        const int k = threadIdx.x + j * T;
+        if (k >= n4) break;
+        const float w0 = __uint_as_float(wv[j].x << 16), w1 = __uint_as_float(wv[j].x & 0xffff0000u);
+        const float w2 = __uint_as_float(wv[j].y << 16), w3 = __uint_as_float(wv[j].y & 0xffff0000u);
+        const uint32_t lo = (uint32_t)f2bf(__fmul_rn(__fmul_rn(v[j].x, inv), w0)) |
+                            (uint32_t)f2bf(__fmul_rn(__fmul_rn(v[j].y, inv), w1)) << 16;
+        const uint32_t hi = (uint32_t)f2bf(__fmul_rn(__fmul_rn(v[j].z, inv), w2)) |
+                            (uint32_t)f2bf(__fmul_rn(__fmul_rn(v[j].w, inv), w3)) << 16;
+        o[k] = make_uint2(lo, hi);
+    }
+}
+
 void flint_cuda_rmsnorm(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w,
                         int n_rows, int n, float eps, flint_cuda_stream s) {
     FLINT_ASSERT(n_rows >= 0 && n > 0 && ldo >= n && ldx >= n && w);
     if (n_rows == 0) return;
-    rmsnorm_kernel<<<n_rows, NORM_THREADS, 0, s>>>(out, ldo, x, ldx, rows, w, n, eps);
+    /* the path and the block size depend on the shape and the buffers, never on n_rows */
+    const int n4 = n / 4;
+    const int vec = n % 4 == 0 && ldx % 4 == 0 && ldo % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)out % 8 == 0 &&
+                    (uintptr_t)w % 8 == 0 && n4 <= 1024 * NORM_VEC;
+    if (vec) {
+        int T = (n4 + NORM_VEC - 1) / NORM_VEC;
+        T = (T + 31) / 32 * 32;
+        rmsnorm_vec_kernel<<<n_rows, T, 0, s>>>(out, ldo, x, ldx, rows, w, n, eps);
+    } else {
+        rmsnorm_kernel<<<n_rows, NORM_THREADS, 0, s>>>(out, ldo, x, ldx, rows, w, n, eps);
+    }
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -94,14 +165,31 @@ void flint_cuda_rmsnorm(uint16_t *out, int ldo, const float *x, int ldx, const i
 
 /* One warp per (row, head). The norm's sum of squares is a butterfly over lanes; the RoPE pair
  * (i, i + half) is owned by one lane, which reads both values after the __syncwarp that ends
- * every lane's reads for the norm. The arithmetic mirrors flint_ops_rmsnorm + flint_ops_rope. */
+ * every lane's reads for the norm. The arithmetic mirrors flint_ops_rmsnorm + flint_ops_rope.
+ * With kv.k_cache (flint_cuda_qk_norm_rope_store) the K heads also go to the cache as bf16 of the
+ * values just written, and n_kv_heads more items per row copy the V heads there: what
+ * flint_cuda_kv_store would write afterwards, without its launch and its reread of the row. */
 static __global__ void __launch_bounds__(HEAD_WARPS * 32)
 qk_norm_rope_kernel(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a, int n_b, const uint16_t *w_b,
-                    int hd, float eps, const float *cos_t, const float *sin_t, const int32_t *pos) {
-    const int nh = n_a + n_b, lane = threadIdx.x & 31;
+                    int hd, float eps, const float *cos_t, const float *sin_t, const int32_t *pos,
+                    const flint_cuda_kv_dst kv) {
+    const int nh = n_a + n_b, nt = nh + (kv.k_cache ? kv.n_kv_heads : 0), lane = threadIdx.x & 31;
     const int item = blockIdx.x * HEAD_WARPS + (threadIdx.x >> 5);
-    if (item >= n_rows * nh) return; /* the whole warp */
-    const int r = item / nh, h = item % nh, half = hd / 2;
+    if (item >= n_rows * nt) return; /* the whole warp */
+    const int r = item / nt, h = item % nt, half = hd / 2;
+    const int p = pos[r];
+    uint16_t *dst = NULL; /* this head's cache slot, when it has one */
+    const int is_k = kv.k_cache && h >= kv.k_head0 && h < kv.k_head0 + kv.n_kv_heads, is_v = h >= nh;
+    if (is_k || is_v) {
+        const int32_t blk = kv.block_tables[(size_t)kv.row_seq[r] * kv.bt_stride + p / kv.block_size];
+        const size_t slot = ((size_t)blk * kv.block_size + p % kv.block_size) * kv.n_kv_heads;
+        dst = is_v ? kv.v_cache + (slot + (size_t)(h - nh)) * hd : kv.k_cache + (slot + (size_t)(h - kv.k_head0)) * hd;
+    }
+    if (h >= nh) { /* a V head: a copy */
+        const float *v = x + (size_t)r * ldx + kv.v_col + (size_t)(h - nh) * hd;
+        for (int d = lane; d < hd; d += 32) dst[d] = f2bf(v[d]);
+        return;
+    }
     float *xh = x + (size_t)r * ldx + (size_t)h * hd;
     const uint16_t *w = h < n_a ? w_a : w_b;
     float inv = 1.0f;
@@ -112,7 +200,6 @@ qk_norm_rope_kernel(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a,
         inv = 1.0f / sqrtf(ss / (float)hd + eps);
     }
     __syncwarp();
-    const int p = pos[r];
     const float *cs = cos_t + (size_t)p * half, *sn = sin_t + (size_t)p * half;
     for (int i = lane; i < half; i += 32) {
         float a = xh[i], b = xh[i + half];
@@ -120,31 +207,72 @@ qk_norm_rope_kernel(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a,
             a = __fmul_rn(__fmul_rn(a, inv), bf2f(w[i]));
             b = __fmul_rn(__fmul_rn(b, inv), bf2f(w[i + half]));
         }
-        xh[i] = __fsub_rn(__fmul_rn(a, cs[i]), __fmul_rn(b, sn[i]));
-        xh[i + half] = __fadd_rn(__fmul_rn(b, cs[i]), __fmul_rn(a, sn[i]));
+        const float ya = __fsub_rn(__fmul_rn(a, cs[i]), __fmul_rn(b, sn[i]));
+        const float yb = __fadd_rn(__fmul_rn(b, cs[i]), __fmul_rn(a, sn[i]));
+        xh[i] = ya;
+        xh[i + half] = yb;
+        if (dst) {
+            dst[i] = f2bf(ya);
+            dst[i + half] = f2bf(yb);
+        }
     }
+}
+
+static void qk_norm_rope_launch(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a, int n_b,
+                                const uint16_t *w_b, int head_dim, float eps, const float *rope_cos,
+                                const float *rope_sin, const int32_t *pos, const flint_cuda_kv_dst *kv,
+                                flint_cuda_stream s) {
+    FLINT_ASSERT(n_rows >= 0 && n_a >= 0 && n_b >= 0 && head_dim > 0 && head_dim % 2 == 0);
+    FLINT_ASSERT(ldx >= (n_a + n_b) * head_dim);
+    const flint_cuda_kv_dst none = {NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0};
+    if (kv) {
+        FLINT_ASSERT(kv->k_cache && kv->v_cache && kv->row_seq && kv->block_tables && kv->block_size > 0);
+        FLINT_ASSERT(kv->n_kv_heads > 0 && kv->k_head0 >= 0 && kv->k_head0 + kv->n_kv_heads <= n_a + n_b);
+        FLINT_ASSERT(kv->v_col >= (n_a + n_b) * head_dim && ldx >= kv->v_col + kv->n_kv_heads * head_dim);
+    }
+    long items = (long)n_rows * (n_a + n_b + (kv ? kv->n_kv_heads : 0));
+    if (items == 0) return;
+    FLINT_ASSERT(items < (1L << 31));
+    int blocks = (int)((items + HEAD_WARPS - 1) / HEAD_WARPS);
+    qk_norm_rope_kernel<<<blocks, HEAD_WARPS * 32, 0, s>>>(x, ldx, n_rows, n_a, w_a, n_b, w_b, head_dim, eps,
+                                                            rope_cos, rope_sin, pos, kv ? *kv : none);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 void flint_cuda_qk_norm_rope(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a, int n_b,
                              const uint16_t *w_b, int head_dim, float eps, const float *rope_cos,
                              const float *rope_sin, const int32_t *pos, flint_cuda_stream s) {
-    FLINT_ASSERT(n_rows >= 0 && n_a >= 0 && n_b >= 0 && head_dim > 0 && head_dim % 2 == 0);
-    FLINT_ASSERT(ldx >= (n_a + n_b) * head_dim);
-    long items = (long)n_rows * (n_a + n_b);
-    if (items == 0) return;
-    FLINT_ASSERT(items < (1L << 31));
-    int blocks = (int)((items + HEAD_WARPS - 1) / HEAD_WARPS);
-    qk_norm_rope_kernel<<<blocks, HEAD_WARPS * 32, 0, s>>>(x, ldx, n_rows, n_a, w_a, n_b, w_b, head_dim, eps,
-                                                            rope_cos, rope_sin, pos);
-    CUDA_CHECK(cudaGetLastError());
+    qk_norm_rope_launch(x, ldx, n_rows, n_a, w_a, n_b, w_b, head_dim, eps, rope_cos, rope_sin, pos, NULL, s);
 }
 
-static __global__ void kv_store_kernel(uint16_t *kc, uint16_t *vc, const float *k, const float *v, int ld, const int32_t *pos,
-                                const int32_t *row_seq, const int32_t *bt, int bt_stride, int n, int bs) {
+void flint_cuda_qk_norm_rope_store(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a, int n_b,
+                                   const uint16_t *w_b, int head_dim, float eps, const float *rope_cos,
+                                   const float *rope_sin, const int32_t *pos, const flint_cuda_kv_dst *kv,
+                                   flint_cuda_stream s) {
+    FLINT_ASSERT(kv);
+    qk_norm_rope_launch(x, ldx, n_rows, n_a, w_a, n_b, w_b, head_dim, eps, rope_cos, rope_sin, pos, kv, s);
+}
+
+/* One block per row. The row's K and V are loaded before the block-table lookup resolves (they do
+ * not depend on it), 16 bytes a thread when the widths allow: the chain of a decode row is then
+ * pos -> table -> store, not one trip to memory per 128 elements. Exact (bf16 rounding only). */
+static __global__ void __launch_bounds__(256)
+kv_store_kernel(uint16_t *kc, uint16_t *vc, const float *k, const float *v, int ld, const int32_t *pos,
+                const int32_t *row_seq, const int32_t *bt, int bt_stride, int n, int bs, int vec) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     const int r = blockIdx.x, p = pos[r];
     const int32_t blk = bt[(size_t)row_seq[r] * bt_stride + p / bs];
     const size_t base = ((size_t)blk * bs + p % bs) * n; /* n = n_kv_heads * head_dim per slot */
+    if (vec) {
+        const float4 *k4 = (const float4 *)(k + (size_t)r * ld), *v4 = (const float4 *)(v + (size_t)r * ld);
+        uint2 *kc2 = (uint2 *)(kc + base), *vc2 = (uint2 *)(vc + base);
+        for (int i = threadIdx.x; i < n / 4; i += blockDim.x) {
+            const float4 a = k4[i], b = v4[i];
+            kc2[i] = make_uint2((uint32_t)f2bf(a.x) | (uint32_t)f2bf(a.y) << 16, (uint32_t)f2bf(a.z) | (uint32_t)f2bf(a.w) << 16);
+            vc2[i] = make_uint2((uint32_t)f2bf(b.x) | (uint32_t)f2bf(b.y) << 16, (uint32_t)f2bf(b.z) | (uint32_t)f2bf(b.w) << 16);
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         kc[base + i] = f2bf(k[(size_t)r * ld + i]);
         vc[base + i] = f2bf(v[(size_t)r * ld + i]);
@@ -157,8 +285,12 @@ void flint_cuda_kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, c
     FLINT_ASSERT(n_rows >= 0 && n_kv_heads > 0 && head_dim > 0 && block_size > 0 && bt_stride > 0);
     FLINT_ASSERT(ld >= n_kv_heads * head_dim);
     if (n_rows == 0) return;
-    kv_store_kernel<<<n_rows, 128, 0, s>>>(k_cache, v_cache, k, v, ld, pos, row_seq, block_tables, bt_stride,
-                                           n_kv_heads * head_dim, block_size);
+    const int n = n_kv_heads * head_dim;
+    const int vec = n % 4 == 0 && ld % 4 == 0 && (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0 &&
+                    (uintptr_t)k_cache % 8 == 0 && (uintptr_t)v_cache % 8 == 0;
+    const int threads = vec ? (n / 4 < 256 ? (n / 4 + 31) / 32 * 32 : 256) : 128;
+    kv_store_kernel<<<n_rows, threads, 0, s>>>(k_cache, v_cache, k, v, ld, pos, row_seq, block_tables, bt_stride, n,
+                                               block_size, vec);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -86,6 +86,22 @@ void flint_cuda_qk_norm_rope(float *x, int ldx, int n_rows, int n_a, const uint1
                              const uint16_t *w_b, int head_dim, float eps, const float *rope_cos,
                              const float *rope_sin, const int32_t *pos, flint_cuda_stream s);
 
+/* Where flint_cuda_qk_norm_rope_store puts each row's K and V: the K heads are heads k_head0 ..
+ * k_head0 + n_kv_heads - 1 of x (after their norm and RoPE), the V heads start at column v_col of
+ * x; the cache layout and slots as flint_cuda_kv_store's. */
+typedef struct flint_cuda_kv_dst {
+    uint16_t *k_cache, *v_cache; /* one layer's pools */
+    int k_head0, v_col, n_kv_heads;
+    const int32_t *row_seq, *block_tables;
+    int bt_stride, block_size;
+} flint_cuda_kv_dst;
+/* flint_cuda_qk_norm_rope, then the rows' K and V into the cache (flint_cuda_kv_store's bits), in
+ * one launch. */
+void flint_cuda_qk_norm_rope_store(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a, int n_b,
+                                   const uint16_t *w_b, int head_dim, float eps, const float *rope_cos,
+                                   const float *rope_sin, const int32_t *pos, const flint_cuda_kv_dst *kv,
+                                   flint_cuda_stream s);
+
 /* K/V of each row into the paged cache at its position: k rows at k + r * ld, v rows at v + r * ld
  * (fp32, n_kv_heads x head_dim each), written as bf16 to one layer's pools
  * [n_blocks][block_size][n_kv_heads][head_dim], slot block_tables[row_seq[r]][pos / block_size],

@@ -153,6 +153,10 @@ typedef struct flint_target_batch {
                                          * the device view's taps; a GPU drafter encodes them there.
                                          * When neither logits nor taps come back the call returns
                                          * without waiting for the GPU */
+    const int32_t *tokens_device;       /* CUDA: read the n_rows token ids from this device array
+                                         * (written by work queued earlier on the forward's stream:
+                                         * the step's drafts) instead of tokens, which must still
+                                         * hold valid ids (they are checked; the anchors) */
 } flint_target_batch;
 
 int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err *err);

@@ -157,6 +157,48 @@ static void test_kernels(void) {
         free(w1), free(hf), free(cw);
     }
 
+    /* markov_bias: L += W2 W1[prev] in place, the sum over j in order with fmaf: the C loop below
+     * gives the same bits. Ranks with and without the 16-byte path, both prev sources, requests
+     * over two blocks of 32, a pitch wider than the vocabulary; columns past Vd untouched. */
+    for (int variant = 0; variant < 3; variant++) {
+        const int r = variant == 1 ? 20 : 64, use_prev = variant == 2, NQ = variant == 0 ? 45 : 3;
+        const int VB = 1030, VL = 1000, LDB = 1100; /* W1 rows, W2 rows (the draft vocabulary), L pitch */
+        uint16_t *w1 = malloc(sizeof(uint16_t) * VB * r), *w2 = malloc(sizeof(uint16_t) * VL * r);
+        float *L = malloc(sizeof(float) * NQ * LDB), *want = malloc(sizeof(float) * NQ * LDB);
+        float *gotL = malloc(sizeof(float) * NQ * LDB);
+        int32_t anc[45], prv[45];
+        for (int i = 0; i < VB * r; i++) w1[i] = flint_bf16_from_f32(urand(-1, 1));
+        for (int i = 0; i < VL * r; i++) w2[i] = flint_bf16_from_f32(urand(-1, 1));
+        for (int i = 0; i < NQ * LDB; i++) L[i] = urand(-5, 5);
+        for (int i = 0; i < NQ; i++) anc[i] = (int32_t)(rnd() % VB), prv[i] = (int32_t)(rnd() % VB);
+        memcpy(want, L, sizeof(float) * NQ * LDB);
+        for (int i = 0; i < NQ; i++) {
+            const int32_t pv = use_prev ? prv[i] : anc[i];
+            for (int v = 0; v < VL; v++) {
+                float acc = 0.0f;
+                for (int j = 0; j < r; j++)
+                    acc = fmaf(flint_bf16_to_f32(w1[(size_t)pv * r + j]), flint_bf16_to_f32(w2[(size_t)v * r + j]), acc);
+                want[(size_t)i * LDB + v] = L[(size_t)i * LDB + v] + acc;
+            }
+        }
+        uint16_t *dw1 = dalloc(sizeof(uint16_t) * VB * r), *dw2 = dalloc(sizeof(uint16_t) * VL * r);
+        float *dL = dalloc(sizeof(float) * NQ * LDB);
+        int32_t *da = dalloc(sizeof anc), *dp = dalloc(sizeof prv);
+        CK(cudaMemcpy(dw1, w1, sizeof(uint16_t) * VB * r, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dw2, w2, sizeof(uint16_t) * VL * r, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dL, L, sizeof(float) * NQ * LDB, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(da, anc, sizeof anc, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dp, prv, sizeof prv, cudaMemcpyHostToDevice));
+        flint_drafter_cuda_markov_bias(dL, LDB, dw2, dw1, da, use_prev ? dp : NULL, r, VL, NQ, NULL);
+        CK(cudaMemcpy(gotL, dL, sizeof(float) * NQ * LDB, cudaMemcpyDeviceToHost));
+        int badL = 0;
+        for (int i = 0; i < NQ * LDB; i++) badL += memcmp(&gotL[i], &want[i], sizeof(float)) != 0;
+        CHECKF(badL == 0, "markov_bias variant %d (r %d, %d requests): %d of %d values differ from the C loop", variant,
+               r, NQ, badL, NQ * LDB);
+        cudaFree(dw1), cudaFree(dw2), cudaFree(dL), cudaFree(da), cudaFree(dp);
+        free(w1), free(w2), free(L), free(want), free(gotL);
+    }
+
     /* scatter_vocab: target ids from a reduced vocabulary, -inf elsewhere */
     enum { VT = 1000, VD = 611, ROWS = 9, LD = 700 };
     int32_t *t2d = malloc(sizeof(int32_t) * VT);
@@ -179,7 +221,7 @@ static void test_kernels(void) {
     CHECKF(bad == 0, "scatter_vocab: %d values differ", bad);
     cudaFree(dt), cudaFree(di), cudaFree(dq), free(t2d), free(in), free(out);
     CK(cudaDeviceSynchronize());
-    printf("kernels: to_bf16, markov_conf (4 variants), scatter_vocab checked\n");
+    printf("kernels: to_bf16, markov_conf (4 variants), markov_bias (3 variants), scatter_vocab checked\n");
 }
 
 static void test_refusals(void) {

@@ -371,6 +371,37 @@ static void test_philox(void) {
     free(u);
 }
 
+/* ==== 1b. The verify rows from device-resident drafts (flint_cuda_draft_rows) ==== */
+
+static void test_draft_rows(void) {
+    enum { L = 7, ND = 5, STRIDE = 8, NST = 6, MAXR = 64 };
+    int32_t toks[L * STRIDE], src[MAXR], want_rows[MAXR], got_rows[MAXR];
+    int32_t want_dr[ND * L], got_dr[ND * L];
+    for (int i = 0; i < L * STRIDE; i++) toks[i] = (int32_t)irand(150000);
+    int R = 0;
+    for (int d = 0; d < ND; d++) { /* anchor then k_d <= NST drafts per request, as the engine lays them out */
+        const int32_t anchor = (int32_t)irand(150000);
+        src[R] = -1 - anchor, want_rows[R++] = anchor;
+        const int k = 1 + (int)irand(NST);
+        for (int j = 0; j < k; j++) src[R] = d * L + j, want_rows[R++] = toks[j * STRIDE + d];
+    }
+    for (int i = 0; i < ND * L; i++) got_dr[i] = want_dr[i] = -7; /* slots j >= NST stay as they were */
+    for (int d = 0; d < ND; d++)
+        for (int j = 0; j < NST; j++) want_dr[d * L + j] = toks[j * STRIDE + d];
+    dbuf bt, bs, br, bd;
+    int32_t *dt = dput(&bt, toks, sizeof toks), *ds = dput(&bs, src, sizeof(int32_t) * R);
+    int32_t *drow = dnew(&br, sizeof(int32_t) * R), *ddr = dput(&bd, got_dr, sizeof got_dr);
+    flint_cuda_draft_rows(drow, ds, R, ddr, L, ND, NST, dt, STRIDE, NULL);
+    CK(cudaDeviceSynchronize());
+    dget(got_rows, &br);
+    dget(got_dr, &bd);
+    CHECKF(!memcmp(got_rows, want_rows, sizeof(int32_t) * R) && !memcmp(got_dr, want_dr, sizeof want_dr),
+           "draft_rows: the rows or the [request][L] drafts differ from the host's layout");
+    CHECK(dguard_ok(&br) && dguard_ok(&bd));
+    printf("draft_rows: %d verify rows and %d x %d drafts built on the device\n", R, ND, L);
+    dfree(&bt), dfree(&bs), dfree(&br), dfree(&bd);
+}
+
 /* ==== 2. The exponential ==== */
 
 static int32_t ulp_dist(float a, float b) {
@@ -1202,6 +1233,7 @@ int main(int argc, char **argv) {
     exact_mode = 1;
     flint_cuda_sampler_set_exact_exp(1);
     test_philox();
+    test_draft_rows();
     test_exp();
     suite_sample(&sc, 0);
     {

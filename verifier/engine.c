@@ -249,6 +249,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
         e->dev_taps = 1;
         e->tap_src = flint_xmalloc(sizeof(int32_t) * (size_t)R);
     }
+    if (e->dft && e->dev) e->row_src = flint_xmalloc(sizeof(int32_t) * (size_t)R); /* the drafts stay on the GPU */
     if (e->dft && o->dynamic_draft) { /* after the device paths are set: the costs are measured on them */
         e->dyn_fixed_ms = o->dyn_fixed_ms, e->dyn_row_ms = o->dyn_row_ms, e->dyn_draft_ms = o->dyn_draft_ms;
         if (o->dyn_fixed_ms < 0 || o->dyn_row_ms < 0 || o->dyn_draft_ms < 0) {
@@ -304,6 +305,7 @@ void flint_engine_close(flint_engine *e) {
     free(e->dev_out);
     free(e->dev_acc);
     free(e->tap_src);
+    free(e->row_src);
     flint_engine_dev_close(e);
     free(e->events);
     flint_sampler_scratch_free(&e->sc);

@@ -99,6 +99,8 @@ struct flint_engine {
     int64_t prefix_query_tokens, prefix_hit_tokens;
     int dev_taps;      /* the target's taps stay on the GPU and the CUDA drafter encodes them there */
     int32_t *tap_src;  /* [max_rows] verify row of each committed row (dev_taps) */
+    int32_t *row_src;  /* [max_rows] where a verify row's token comes from when the drafts stay on
+                        * the GPU: -1 - token (the anchor) or draft request * dmax + slot */
     flint_step_profile prof;
     double prof_t;     /* the last profile mark (ms) */
     char piece[8192];
@@ -151,13 +153,19 @@ void flint_engine_logprobs(flint_engine *e, session *s, int idx, const float *ro
  * ranks' lifetime. */
 int flint_engine_forward(flint_engine *e, const flint_target_batch *b, flint_err *err);
 
-/* step_cuda.c: the step's acceptance and sampling on the GPU (a no-op open without CUDA). accept:
- * order[0..n) the step's sessions in row order, the first n0 without drafts (rows 0..n0-1), n_d
- * draft requests; fills out[i * (FLINT_MAX_DRAFT + 1) ..] and acc[i] per session i of order. */
+/* step_cuda.c: the step's acceptance and sampling on the GPU (a no-op open without CUDA). stage,
+ * before the verify forward: order[0..n) the step's sessions in row order, the first n0 without
+ * drafts (rows 0..n0-1), n_d draft requests; their parameters go up in one copy. With dev_drafts
+ * (the drafter left its tokens on the GPU) it also builds the R verify rows' tokens there from
+ * e->row_src and returns them in *row_tok (for the forward's tokens_device). accept, after the
+ * forward: fills out[i * (FLINT_MAX_DRAFT + 1) ..] and acc[i] per session i of order (one copy
+ * back, one synchronisation) and, with dev_drafts, the drafted rows of e->row_tok. */
 int flint_engine_dev_open(flint_engine *e, flint_err *err);
 /* Wait for the target's stream (profiling); a no-op on the CPU. */
 void flint_engine_dev_wait(flint_engine *e);
 void flint_engine_dev_close(flint_engine *e);
+int flint_engine_dev_stage(flint_engine *e, const int *order, int n0, int n_d, int R, int dev_drafts,
+                           const int32_t **row_tok, flint_err *err);
 int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, int n_d, int32_t *out, int *acc,
                             flint_err *err);
 int flint_engine_tp_open(flint_engine *e, const flint_target_options *to, flint_err *err);

@@ -162,9 +162,15 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         if (s->st == S_RUNNING && !s->cancelled && !fresh[i] && (s->grammar || s->p.logprobs || s->p.top_logprobs))
             use_dev = 0;
     }
+    /* On the GPU path without confidence pruning the drafts stay on the device: the verify rows'
+     * tokens are built there (step_cuda.c) and come back with the decisions, so the step waits
+     * for the GPU once. The scheduler needs the confidences on the host first. */
+    const int dev_drafts = use_dev && n_d > 0 && !e->o.dynamic_draft;
     if (n_d > 0) {
-        flint_drafter_out out = {.tokens = e->drafts, .q = e->o.draft_greedy || use_dev ? NULL : e->q,
-                                 .confidence = e->conf, .q_on_device = use_dev && !e->o.draft_greedy};
+        flint_drafter_out out = {.tokens = dev_drafts ? NULL : e->drafts,
+                                 .q = e->o.draft_greedy || use_dev ? NULL : e->q,
+                                 .confidence = dev_drafts ? NULL : e->conf, .q_on_device = use_dev && !e->o.draft_greedy,
+                                 .tokens_on_device = dev_drafts};
         mark(e, &e->prof.host_ms);
         if (flint_drafter_draft(e->dft, n_d, e->dreqs, e->tables, e->o.max_seqs, &out, err)) return -1;
         mark(e, &e->prof.draft_ms);
@@ -189,11 +195,14 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
             e->row_tok[R] = s->anchor;
             e->row_pos[R] = s->pos;
             e->row_seq[R] = i;
+            if (dev_drafts) e->row_src[R] = -1 - s->anchor;
             R++;
             if (s->k > 0) {
                 const int32_t *x = e->drafts + (size_t)s->di * e->dmax;
                 for (int j = 0; j < s->k; j++, R++) {
-                    e->row_tok[R] = x[j];
+                    /* with dev_drafts a placeholder (a valid id) until the GPU writes the draft */
+                    e->row_tok[R] = dev_drafts ? s->anchor : x[j];
+                    if (dev_drafts) e->row_src[R] = s->di * e->dmax + j;
                     e->row_pos[R] = s->pos + 1 + j;
                     e->row_seq[R] = i;
                 }
@@ -201,12 +210,14 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         }
     if (R == 0) return 0;
     for (int r = 0; r < R; r++) e->logit_rows[r] = r;
+    const int32_t *dev_tok = NULL;
+    if (use_dev && flint_engine_dev_stage(e, e->order, n0, n_d, R, dev_drafts, &dev_tok, err)) return -1;
     flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
                             .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = R,
                             .logit_rows = e->logit_rows, .logits = use_dev ? NULL : e->logits,
                             .n_taps = e->dft ? e->n_taps : 0, .tap_layers = e->tap_layers,
                             .taps = e->dev_taps ? NULL : e->taps, .logits_on_device = use_dev,
-                            .taps_on_device = e->dev_taps};
+                            .taps_on_device = e->dev_taps, .tokens_device = dev_tok};
     mark(e, &e->prof.host_ms);
     if (flint_engine_forward(e, &b, err)) return -1;
     mark(e, &e->prof.verify_ms);

@@ -25,14 +25,15 @@
 /* Host mirror and device copy share one layout: inputs first (one upload), outputs after (one
  * download). */
 typedef struct dev_layout {
-    size_t params_req, params_sid, pos0, pos_s, drafts, k, row0, row_param; /* inputs */
+    size_t params_req, params_sid, pos0, pos_s, drafts, k, row0, row_param, row_src; /* inputs */
     size_t in_bytes;
-    size_t out, n_acc, tok0; /* outputs, from out */
+    size_t out, n_acc, tok0, ddrafts, row_tok; /* outputs, from out */
     size_t out_bytes;
 } dev_layout;
 
 struct flint_engine_dev {
-    int S, L, V;
+    int S, L, V, R;
+    int dev_drafts, n_rows; /* the staged step: drafts on the GPU, its verify rows */
     dev_layout lo;
     unsigned char *d_base, *h_base; /* device buffers, pinned host mirror */
     void *scratch;
@@ -43,7 +44,7 @@ struct flint_engine_dev {
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-static void layout(dev_layout *l, int S, int L) {
+static void layout(dev_layout *l, int S, int L, int R) {
     size_t o = 0;
 #define PUT(field, bytes) (l->field = o, o = align256(o + (bytes)))
     PUT(params_req, sizeof(flint_cuda_sampling) * (size_t)S);
@@ -54,10 +55,13 @@ static void layout(dev_layout *l, int S, int L) {
     PUT(k, sizeof(int32_t) * (size_t)S);
     PUT(row0, sizeof(int32_t) * (size_t)S);
     PUT(row_param, sizeof(int32_t) * (size_t)S);
+    PUT(row_src, sizeof(int32_t) * (size_t)R);
     l->in_bytes = o;
     PUT(out, sizeof(int32_t) * (size_t)S * (L + 1));
     PUT(n_acc, sizeof(int32_t) * (size_t)S);
     PUT(tok0, sizeof(int32_t) * (size_t)S);
+    PUT(ddrafts, sizeof(int32_t) * (size_t)S * L); /* the drafts as the GPU built them (dev_drafts) */
+    PUT(row_tok, sizeof(int32_t) * (size_t)R);     /* the verify rows' tokens, likewise */
 #undef PUT
     l->out_bytes = o - l->in_bytes;
 }
@@ -73,9 +77,9 @@ int flint_engine_dev_open(flint_engine *e, flint_err *err) {
     if (!v.logits || !v.stream) return 0;
     struct flint_engine_dev *d = flint_xcalloc(1, sizeof *d);
     e->dev = d;
-    d->S = e->o.max_seqs, d->L = e->dmax > 0 ? e->dmax : 1, d->V = e->V;
+    d->S = e->o.max_seqs, d->L = e->dmax > 0 ? e->dmax : 1, d->V = e->V, d->R = e->max_rows;
     d->device = v.device, d->stream = v.stream;
-    layout(&d->lo, d->S, d->L);
+    layout(&d->lo, d->S, d->L, d->R);
     d->scratch_bytes = flint_cuda_sampler_scratch_bytes(d->S * (d->L + 1), e->V);
     size_t total = d->lo.in_bytes + d->lo.out_bytes;
     if (cudaSetDevice(d->device) != cudaSuccess || cudaMalloc((void **)&d->d_base, total) != cudaSuccess ||
@@ -104,10 +108,11 @@ static flint_cuda_sampling to_dev(const flint_sampling_params *p) {
     return c;
 }
 
-int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, int n_d, int32_t *out, int *acc,
-                            flint_err *err) {
+int flint_engine_dev_stage(flint_engine *e, const int *order, int n0, int n_d, int R, int dev_drafts,
+                           const int32_t **row_tok, flint_err *err) {
     struct flint_engine_dev *d = e->dev;
-    const int L = d->L, V = e->V;
+    const int L = d->L;
+    FLINT_ASSERT(R <= d->R && (!dev_drafts || n_d > 0));
     if (cudaSetDevice(d->device) != cudaSuccess)
         return flint_err_set(err, FLINT_ERR_IO, "engine: cannot select the GPU");
     for (int i = 0; i < n0; i++) { /* rows 0..n0-1: sessions without drafts */
@@ -116,14 +121,41 @@ int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, in
         H(e, row_param, int32_t)[i] = i;
         H(e, pos_s, int64_t)[i] = s->pos + 1;
     }
+    int n_steps = 0;
     for (int di = 0; di < n_d; di++) { /* draft requests, in the drafter's order */
         const session *s = &e->ss[e->dreq_sid[di]];
         H(e, params_req, flint_cuda_sampling)[di] = to_dev(&s->p.sampling);
         H(e, pos0, int64_t)[di] = s->pos + 1;
         H(e, k, int32_t)[di] = s->k; /* 0 after the scheduler: its row is sampled as above, this result unused */
         H(e, row0, int32_t)[di] = e->row0[e->dreq_sid[di]];
-        memcpy(H(e, drafts, int32_t) + (size_t)di * L, e->drafts + (size_t)di * e->dmax, sizeof(int32_t) * e->dmax);
+        if (s->k > n_steps) n_steps = s->k;
+        if (!dev_drafts)
+            memcpy(H(e, drafts, int32_t) + (size_t)di * L, e->drafts + (size_t)di * e->dmax, sizeof(int32_t) * e->dmax);
     }
+    if (dev_drafts) memcpy(H(e, row_src, int32_t), e->row_src, sizeof(int32_t) * (size_t)R);
+    cudaStream_t st = (cudaStream_t)d->stream;
+    if (cudaMemcpyAsync(d->d_base, d->h_base, d->lo.in_bytes, cudaMemcpyHostToDevice, st) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: upload of the step's sampling parameters failed");
+    d->dev_drafts = dev_drafts;
+    d->n_rows = R;
+    *row_tok = NULL;
+    if (dev_drafts) {
+        int stride = 0;
+        const int32_t *toks = flint_drafter_device_tokens(e->dft, &stride);
+        FLINT_ASSERT(toks && stride >= n_d);
+        flint_cuda_draft_rows(D(e, row_tok, int32_t), D(e, row_src, int32_t), R, D(e, ddrafts, int32_t), L, n_d,
+                              n_steps, toks, stride, (flint_cuda_stream_s)st);
+        *row_tok = D(e, row_tok, int32_t);
+    }
+    return 0;
+}
+
+int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, int n_d, int32_t *out, int *acc,
+                            flint_err *err) {
+    struct flint_engine_dev *d = e->dev;
+    const int L = d->L, V = e->V;
+    if (cudaSetDevice(d->device) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: cannot select the GPU");
     cudaStream_t st = (cudaStream_t)d->stream;
     const float *logits = NULL;
     {
@@ -131,15 +163,14 @@ int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, in
         flint_target_get_device_view(e->tgt, &v);
         logits = v.logits;
     }
-    if (cudaMemcpyAsync(d->d_base, d->h_base, d->lo.in_bytes, cudaMemcpyHostToDevice, st) != cudaSuccess)
-        return flint_err_set(err, FLINT_ERR_IO, "engine: upload of the step's sampling parameters failed");
     if (n0 > 0)
         flint_cuda_sample(D(e, tok0, int32_t), NULL, 0, logits, V, n0, V, D(e, params_sid, flint_cuda_sampling),
                           D(e, row_param, int32_t), D(e, pos_s, int64_t), FLINT_RNG_SAMPLE, d->scratch,
                           (flint_cuda_stream_s)st);
     if (n_d > 0) {
         const float *q = e->o.draft_greedy ? NULL : flint_drafter_device_q(e->dft);
-        flint_cuda_accept(D(e, out, int32_t), D(e, n_acc, int32_t), D(e, drafts, int32_t), L, D(e, k, int32_t), q,
+        const int32_t *drafts = d->dev_drafts ? D(e, ddrafts, int32_t) : D(e, drafts, int32_t);
+        flint_cuda_accept(D(e, out, int32_t), D(e, n_acc, int32_t), drafts, L, D(e, k, int32_t), q,
                           (size_t)e->dmax * V, V, logits, V, D(e, row0, int32_t), D(e, pos0, int64_t),
                           D(e, params_req, flint_cuda_sampling), n_d, V, d->scratch, (flint_cuda_stream_s)st);
     }
@@ -148,6 +179,9 @@ int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, in
         cudaStreamSynchronize(st) != cudaSuccess)
         return flint_err_set(err, FLINT_ERR_IO, "engine: the device-side acceptance failed: %s",
                              cudaGetErrorString(cudaGetLastError()));
+    if (d->dev_drafts) /* the drafted rows' tokens, for the host's bookkeeping (and benchmarks' forcing) */
+        for (int r = 0; r < d->n_rows; r++)
+            if (e->row_src[r] >= 0) e->row_tok[r] = H(e, row_tok, int32_t)[r];
     /* per session, in row order: out[i * (FLINT_MAX_DRAFT + 1) ..], acc[i] accepted drafts */
     for (int i = 0; i < n; i++) {
         const session *s = &e->ss[order[i]];
@@ -184,6 +218,11 @@ void flint_engine_dev_close(flint_engine *e) { (void)e; }
 int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, int n_d, int32_t *out, int *acc,
                             flint_err *err) {
     (void)e, (void)order, (void)n0, (void)n, (void)n_d, (void)out, (void)acc;
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "engine: no CUDA backend");
+}
+int flint_engine_dev_stage(flint_engine *e, const int *order, int n0, int n_d, int R, int dev_drafts,
+                           const int32_t **row_tok, flint_err *err) {
+    (void)e, (void)order, (void)n0, (void)n_d, (void)R, (void)dev_drafts, (void)row_tok;
     return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "engine: no CUDA backend");
 }
 #endif

@@ -313,8 +313,9 @@ static size_t kv_slot(const kv_layout *k, int seq, int p, int kvh) {
 }
 static size_t kv_elems(const kv_layout *k) { return (size_t)k->n_blocks * k->bs * k->n_kv * k->hd; }
 
-static void test_kv_store(void) {
-    const int n_seqs = 3, max_pos = 200, bs = 16, n_kv = 2, hd = 64, kvd = n_kv * hd, q_dim = 4 * hd;
+/* (n_kv, hd) = (2, 64) takes the 16-byte path, (3, 6) the element-wise one (18 values a row) */
+static void test_kv_store(int n_kv, int hd) {
+    const int n_seqs = 3, max_pos = 200, bs = 16, kvd = n_kv * hd, q_dim = 4 * hd;
     const int ld = q_dim + 2 * kvd, R = 29; /* rows in the target's q|k|v layout */
     kv_layout L = kv_layout_make(n_seqs, max_pos, bs, n_kv, hd);
     int32_t *pos = xmalloc(sizeof(int32_t) * R), *seq = xmalloc(sizeof(int32_t) * R);
@@ -349,10 +350,68 @@ static void test_kv_store(void) {
     down(vgot, &dv);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += (kgot[i] != kexp[i]) + (vgot[i] != vexp[i]);
-    bits_row("kv_store", "29 rows, 3 seqs, bs=16 kv=2 hd=64 (whole pool)", bad, 2 * n, 0,
+    char cas[96];
+    snprintf(cas, sizeof cas, "29 rows, 3 seqs, bs=16 kv=%d hd=%d (whole pool)", n_kv, hd);
+    bits_row("kv_store", cas, bad, 2 * n, 0,
              guards_ok(&dk) && guards_ok(&dv));
     dfree(&dq), dfree(&dp), dfree(&ds), dfree(&dbt), dfree(&dk), dfree(&dv);
     free(L.bt), free(pos), free(seq), free(cand), free(qkv), free(kexp), free(vexp), free(kgot), free(vgot);
+}
+
+/* The fused q/k norm + RoPE + cache store against the two launches it replaces, bit for bit (x
+ * and the whole pool): the target's q|k|v rows (K heads after n_q query heads) and the drafter
+ * encode's k|v rows (no query heads). */
+static void test_qk_rope_store(int n_q, int n_kv, int hd, int with_norm) {
+    const int n_seqs = 3, max_pos = 300, bs = 16, R = 23, n_a = n_q ? n_q : n_kv, n_b = n_q ? n_kv : 0;
+    const int ld = (n_a + n_b) * hd + n_kv * hd + (n_q ? 8 : 0), v_col = (n_a + n_b) * hd, half = hd / 2;
+    kv_layout L = kv_layout_make(n_seqs, max_pos, bs, n_kv, hd);
+    int32_t *pos = xmalloc(sizeof(int32_t) * R), *seq = xmalloc(sizeof(int32_t) * R);
+    int *cand = xmalloc(sizeof(int) * n_seqs * max_pos);
+    for (int i = 0; i < n_seqs * max_pos; i++) cand[i] = i;
+    shuffle(cand, n_seqs * max_pos);
+    for (int r = 0; r < R; r++) seq[r] = cand[r] / max_pos, pos[r] = cand[r] % max_pos;
+    float *x = xmalloc(sizeof(float) * R * ld), *cs = xmalloc(sizeof(float) * max_pos * half);
+    float *sn = xmalloc(sizeof(float) * max_pos * half), *xa = xmalloc(sizeof(float) * R * ld);
+    float *xb = xmalloc(sizeof(float) * R * ld);
+    uint16_t *wa = xmalloc(sizeof(uint16_t) * hd), *wb = xmalloc(sizeof(uint16_t) * hd);
+    rand_f32(x, (size_t)R * ld, -2, 2);
+    rand_bf16(wa, NULL, hd, 0.5f, 1.5f);
+    rand_bf16(wb, NULL, hd, 0.5f, 1.5f);
+    flint_ops_rope_table(cs, sn, max_pos, hd, 1000000.0f);
+    size_t n = kv_elems(&L);
+    uint16_t *ka = xmalloc(sizeof(uint16_t) * n), *va = xmalloc(sizeof(uint16_t) * n);
+    uint16_t *kb = xmalloc(sizeof(uint16_t) * n), *vb = xmalloc(sizeof(uint16_t) * n);
+    dbuf dxa = dnew_up(x, sizeof(float) * R * ld), dxb = dnew_up(x, sizeof(float) * R * ld);
+    dbuf dwa = dnew_up(wa, sizeof(uint16_t) * hd), dwb = dnew_up(wb, sizeof(uint16_t) * hd);
+    dbuf dcs = dnew_up(cs, sizeof(float) * max_pos * half), dsn = dnew_up(sn, sizeof(float) * max_pos * half);
+    dbuf dp = dnew_up(pos, sizeof(int32_t) * R), ds = dnew_up(seq, sizeof(int32_t) * R);
+    dbuf dbt = dnew_up(L.bt, sizeof(int32_t) * n_seqs * L.bt_stride);
+    dbuf dka = dnew(sizeof(uint16_t) * n), dva = dnew(sizeof(uint16_t) * n);
+    dbuf dkb = dnew(sizeof(uint16_t) * n), dvb = dnew(sizeof(uint16_t) * n);
+    CK(cudaMemset(dka.p, 0xFF, dka.bytes));
+    CK(cudaMemset(dva.p, 0xFF, dva.bytes));
+    CK(cudaMemset(dkb.p, 0xFF, dkb.bytes));
+    CK(cudaMemset(dvb.p, 0xFF, dvb.bytes));
+    const uint16_t *wqa = with_norm ? dwa.p : NULL, *wqb = with_norm ? dwb.p : NULL;
+    float *pa = dxa.p, *pb = dxb.p;
+    flint_cuda_qk_norm_rope(pa, ld, R, n_a, wqa, n_b, wqb, hd, 1e-6f, dcs.p, dsn.p, dp.p, NULL);
+    flint_cuda_kv_store(dka.p, dva.p, pa + (n_a + n_b - n_kv) * hd, pa + v_col, ld, dp.p, ds.p, dbt.p, L.bt_stride, R,
+                        n_kv, hd, bs, NULL);
+    flint_cuda_kv_dst kv = {dkb.p, dvb.p, n_a + n_b - n_kv, v_col, n_kv, ds.p, dbt.p, L.bt_stride, bs};
+    flint_cuda_qk_norm_rope_store(pb, ld, R, n_a, wqa, n_b, wqb, hd, 1e-6f, dcs.p, dsn.p, dp.p, &kv, NULL);
+    down(xa, &dxa), down(xb, &dxb), down(ka, &dka), down(va, &dva), down(kb, &dkb), down(vb, &dvb);
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)R * ld; i++) bad += memcmp(&xa[i], &xb[i], sizeof(float)) != 0;
+    for (size_t i = 0; i < n; i++) bad += (ka[i] != kb[i]) + (va[i] != vb[i]);
+    char cas[96];
+    snprintf(cas, sizeof cas, "%s rows=%d heads=%d+%d hd=%d%s == 2 launches", n_q ? "q|k|v" : "k|v", R, n_a, n_b, hd,
+             with_norm ? "" : " no norm");
+    bits_row("qk_rope_store", cas, bad, (size_t)R * ld + 2 * n, 0,
+             guards_ok(&dxb) && guards_ok(&dkb) && guards_ok(&dvb));
+    dfree(&dxa), dfree(&dxb), dfree(&dwa), dfree(&dwb), dfree(&dcs), dfree(&dsn), dfree(&dp), dfree(&ds), dfree(&dbt);
+    dfree(&dka), dfree(&dva), dfree(&dkb), dfree(&dvb);
+    free(L.bt), free(pos), free(seq), free(cand), free(x), free(cs), free(sn), free(xa), free(xb), free(wa), free(wb);
+    free(ka), free(va), free(kb), free(vb);
 }
 
 /* ==== SwiGLU and residual add ==== */
@@ -835,6 +894,7 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
         snprintf(what, sizeof what, "rows_per_seq %d == no hint", h);
         ATTN_BITS(ra, what);
     }
+
 #undef ATTN_BITS
 
     dfree(&dk), dfree(&dv), dfree(&dbt), dfree(&dqa), dfree(&dqb), dfree(&dpa), dfree(&dpb), dfree(&dsa), dfree(&dsb);
@@ -1234,12 +1294,15 @@ int main(int argc, char **argv) {
     table_header();
 
     test_embed(1000, 200, 37);
+    test_embed(500, 36, 5); /* a width of 4 mod 8: the element-wise path */
     if (!quick) test_embed(20000, 4096, 64);
 
     test_rmsnorm(1, 4096, 4096, 4096, 0);
     test_rmsnorm(37, 1000, 1003, 1005, 0);
     test_rmsnorm(64, 4096, 4096, 4100, 1);
     test_rmsnorm(5, 64, 64, 64, 1);
+    test_rmsnorm(7, 1000, 1000, 1000, 1);  /* 16-byte path, a partial last warp */
+    test_rmsnorm(3, 17000, 17000, 17000, 0); /* too wide for the registers: the scalar path */
 
     test_qk_norm_rope("qwen3-8b", 19, 32, 8, 128, 1, 8 * 128);
     test_qk_norm_rope("llama", 9, 8, 4, 64, 0, 4 * 64);
@@ -1247,7 +1310,11 @@ int main(int argc, char **argv) {
     test_qk_norm_rope("drafter k", 16, 0, 8, 128, 1, 8 * 128);
     test_qk_norm_rope("hd256", 3, 4, 2, 256, 1, 0);
 
-    test_kv_store();
+    test_kv_store(2, 64);
+    test_kv_store(3, 6);
+    test_qk_rope_store(32, 8, 128, 1); /* qwen3-8b's target layer */
+    test_qk_rope_store(4, 2, 64, 0);   /* Llama: no q/k norm */
+    test_qk_rope_store(0, 8, 128, 1);  /* the drafter's context encode: k|v rows */
 
     test_swiglu(13, 1000);
     test_swiglu(64, 12288);

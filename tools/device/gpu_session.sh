@@ -63,7 +63,7 @@ step bench2 300 bench2.log .devbin/flint bench --device cuda --load-format dummy
     --tensor-parallel-size 2 --baseline none --output "$OUT/bench2.json"
 # the whole speculative step at qwen3-8b size: random target + a random DSpark-shaped drafter (5
 # layers, taps 1,9,17,25,33), acceptance forced to a mean AL of 3.41, K = 0 measured in the same run
-if case " $STEPS " in *" spec8b "*) true ;; *) false ;; esac; then
+if case " $STEPS " in *" spec8b "*|*" ncu "*) true ;; *) false ;; esac; then
     [ -f /tmp/d8b/model.safetensors ] || python3 tools/make_random_drafter.py qwen3-8b /tmp/d8b --layers 5 \
         --taps 1,9,17,25,33 --markov-rank 64 --dtype f16 > "$OUT/spec8b_make.log" 2>&1
 fi
@@ -71,6 +71,16 @@ step spec8b 400 spec8b.log .devbin/flint bench --device cuda --load-format dummy
     --speculative-config '{"model": "/tmp/d8b", "num_speculative_tokens": 7}' --synthetic-acceptance 3.41 \
     --batch-sizes ${SPEC_BATCHES:-1,8,32,64} --draft-lengths ${SPEC_KS:-1,3,5,7} --context 1024 --warmup 3 --steps 10 \
     ${SPEC_EXTRA:-} --output "$OUT/spec8b.json"
+# per-kernel GPU times of a few eager steps (Nsight Compute, one metric, caches and clocks left
+# alone): NCU_ARGS are flint's arguments (default: the batch-1 K = 7 step at qwen3-8b size),
+# NCU_OPTS ncu's (default: kernel durations into $OUT/ncu.csv; tools/ncu_steps.py sums them by
+# forward)
+ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+# shellcheck disable=SC2086
+[ -n "$ncu_bin" ] && step ncu 500 ncu.log "$ncu_bin" --clock-control none --cache-control none \
+    ${NCU_OPTS:---metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu.csv"} .devbin/flint ${NCU_ARGS:-bench --device cuda \
+    --load-format dummy --model-shape qwen3-8b --speculative-config '{"model": "/tmp/d8b", "num_speculative_tokens": 7}' \
+    --synthetic-acceptance 3.41 --batch-sizes 1 --draft-lengths 7 --context 1024 --warmup 0 --steps 2 --enforce-eager}
 # shellcheck disable=SC2086
 step eager 150 eager.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 10 \
     --enforce-eager --baseline none
