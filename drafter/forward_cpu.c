@@ -234,11 +234,12 @@ int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *r
     const flint_drafter_config *c = &d->cfg;
     if (n_reqs < 1 || n_reqs > d->opts.max_reqs)
         return flint_err_set(err, FLINT_ERR_INVALID, "drafter: %d requests is outside 1..%d", n_reqs, d->opts.max_reqs);
-    if (!out || !bts || (!out->tokens && !(out->tokens_on_device && d->cuda)))
-        return flint_err_set(err, FLINT_ERR_INVALID, "drafter: outputs and block tables are required");
-    if (out->tokens_on_device && (!d->cuda || out->confidence || out->logits || out->base_logits || out->q))
+    if (out && out->tokens_on_device && (!d->cuda || out->tokens || out->confidence || out->logits ||
+                                         out->base_logits || out->q))
         return flint_err_set(err, FLINT_ERR_INVALID, "drafter: tokens_on_device needs a CUDA drafter and no host "
                              "outputs");
+    if (!out || !bts || (!out->tokens && !out->tokens_on_device))
+        return flint_err_set(err, FLINT_ERR_INVALID, "drafter: outputs and block tables are required");
     for (int i = 0; i < n_reqs; i++) {
         const flint_drafter_req *q = &reqs[i];
         if (q->anchor < 0 || q->anchor >= c->vocab_size)

@@ -88,6 +88,12 @@ static void check_against_reference(const char *dir, int fillin, const cJSON *ke
                                 .pos = cJSON_GetObjectItem(cs_i, "pos")->valueint, .seq = 0, .n_draft = K,
                                 .temperature = 0, .greedy = 1, .seed = 1};
         flint_drafter_out out = {.tokens = toks, .confidence = conf, .logits = lg, .base_logits = base};
+        /* drafts left on the device: a CUDA drafter's mode, refused on the CPU */
+        flint_drafter_out dev = {.tokens_on_device = 1};
+        CHECKF(flint_drafter_draft(d, 1, &rq, tables, 1, &dev, &err) == -1 && err.code == FLINT_ERR_INVALID &&
+                   strstr(err.msg, "CUDA drafter"),
+               "tokens_on_device on the CPU drafter: %s", err.msg);
+        err = (flint_err){0};
         CHECKF(flint_drafter_draft(d, 1, &rq, tables, 1, &out, &err) == 0, "%s", err.msg);
         const cJSON *wl = cJSON_GetObjectItem(cs_i, fillin ? "fillin_logits" : "logits");
         const cJSON *wc = cJSON_GetObjectItem(cs_i, fillin ? "fillin_confidence" : "confidence");

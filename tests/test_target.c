@@ -626,6 +626,9 @@ static void test_bad_batch(void) {
     b.logits_on_device = 1;
     expect_forward_fail(t, &b, "logits on the device of a CPU target", "n_logit_rows 1", "logits");
     b = ok;
+    b.tokens_device = ok.tokens; /* any pointer: the CPU forward has no device tokens to read */
+    expect_forward_fail(t, &b, "tokens on the device of a CPU target", "device-resident tokens", "CUDA");
+    b = ok;
     b.logits = NULL;
     expect_forward_fail(t, &b, "no logits buffer", "logits", NULL);
     free(logits);
