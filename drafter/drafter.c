@@ -329,6 +329,8 @@ const int32_t *flint_drafter_device_tokens(const flint_drafter *d, int *stride) 
     return NULL;
 }
 
+void flint_drafter_wait(flint_drafter *d) { (void)d; }
+
 void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info *info) {
     (void)d;
     memset(info, 0, sizeof *info);

@@ -141,6 +141,10 @@ const int32_t *flint_drafter_device_tokens(const flint_drafter *d, int *stride);
  * request i at i (rows of greedy requests and k >= n_draft are stale); NULL on the CPU. */
 const float *flint_drafter_device_q(const flint_drafter *d);
 
+/* Wait until the CUDA drafter's queued encodes are done (they run on a stream of their own; the
+ * engine's step profile waits for them); a no-op on the CPU. */
+void flint_drafter_wait(flint_drafter *d);
+
 int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
                         const int32_t *const *block_tables, int n_seqs, flint_drafter_out *out, flint_err *err);
 

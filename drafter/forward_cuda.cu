@@ -9,13 +9,17 @@
  * layer and every GEMM weight packed, as the target's: target/ops_cuda.h), the bf16 context K/V pool (the CPU's block layout, sized like the
  * CPU drafter's: the target's block ids, plus one sink block for padded rows, below), fp32 RoPE
  * tables, and scratch for max_rows encode rows and max_reqs x block_size draft rows. The
- * embedding and LM head are the target's device tensors unless the checkpoint has its own. Work
- * runs on the target's stream. Per call the small arrays (tokens, positions, block tables,
+ * embedding and LM head are the target's device tensors unless the checkpoint has its own. Drafts
+ * run on the target's stream, encodes on a low-priority stream of their own (es) ordered after
+ * the target's queued work by events: the target's stream waits only for the taps' gather, a
+ * draft for the encode, so an encode overlaps the next forward of a step that drafts nothing.
+ * Per call the small arrays (tokens, positions, block tables,
  * per-request sampling parameters) travel in one copy from a pinned staging block (an event
  * keeps the next call from rewriting it before that copy has left). Encode takes the target's
  * taps where its forward left them (taps_device + src_rows: a gather kernel picks the committed
  * rows) and returns without waiting, or host taps; draft returns tokens and confidences to the
- * host (one synchronisation) and leaves q on the device for the GPU acceptance.
+ * host (one synchronisation), or leaves them on the device (tokens_on_device), and leaves q on
+ * the device for the GPU acceptance.
  *
  * Draft, per call: one backbone forward over the n_reqs x B block rows ([anchor, MASK..], the
  * non-causal block attention of ops_cuda.h over the cached context before the anchor), final
@@ -40,7 +44,8 @@
  *
  * Graphs (as the target's forward_graph): encode and draft replay captured CUDA graphs, one per
  * launch shape, so a call costs a few copies and one graph launch instead of ~20 (encode) or ~75
- * (draft) kernel launches. The shape: encode rows padded to a bucket and the taps' source pointer;
+ * (draft) kernel launches. The shape: encode rows padded to a bucket (the taps' gather runs
+ * before the graph);
  * draft requests padded to a bucket, the Markov step count, the attention bound rounded up to a
  * power of two and whether q is written. Kernels read the batch from the device mirror of the
  * pinned staging block (fixed addresses, uploaded before the launch, outside the graph). Padded
@@ -279,7 +284,6 @@ typedef struct dgraph_key {
     int n_steps;       /* draft: Markov steps (the most drafts a request of the call wants) */
     int ctx;           /* draft: the attention bound */
     int with_q;        /* draft: q written (out->q or q_on_device) */
-    const float *taps; /* encode: the fp32 taps the gather reads (the caller's device taps or g->taps) */
 } dgraph_key;
 
 typedef struct dgraph_entry {
@@ -327,6 +331,14 @@ struct flint_drafter_cuda {
     par_layout pl;
     char *hpar;                 /* pinned */
     cudaEvent_t staged;         /* the last upload of hpar has left it (encode returns without waiting) */
+    /* Encodes run on their own low-priority stream, es, beside the target's: a step that drafts
+     * nothing (dynamic draft lengths) then overlaps the encode of the rows it committed with the
+     * next forward instead of adding it to the step. queued: the target's stream at the call
+     * (its taps and every earlier use of dpar); gathered: the taps read (the target's stream
+     * waits for it before its next forward can overwrite them); encoded: the context K/V written
+     * (a draft waits for it). */
+    cudaStream_t es;
+    cudaEvent_t queued, gathered, encoded;
     int32_t *h_toks;            /* pinned [max_draft][max_reqs] */
     float *h_conf;              /* pinned [max_reqs][max_draft] */
     int32_t *h_seq_map;         /* [max_tables] caller sequence of each renumbered one */
@@ -539,6 +551,12 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
     g->h_conf = (float *)(g->h_toks + K * Q);
     g->h_seq_map = (int32_t *)flint_xmalloc(sizeof(int32_t) * (size_t)g->max_tables);
     CUDA_OK(cudaEventCreateWithFlags(&g->staged, cudaEventDisableTiming), "event");
+    int prio_low = 0, prio_high = 0;
+    CUDA_OK(cudaDeviceGetStreamPriorityRange(&prio_low, &prio_high), "stream priorities");
+    CUDA_OK(cudaStreamCreateWithPriority(&g->es, cudaStreamNonBlocking, prio_low), "encode stream");
+    CUDA_OK(cudaEventCreateWithFlags(&g->queued, cudaEventDisableTiming), "event");
+    CUDA_OK(cudaEventCreateWithFlags(&g->gathered, cudaEventDisableTiming), "event");
+    CUDA_OK(cudaEventCreateWithFlags(&g->encoded, cudaEventDisableTiming), "event");
     /* the staging block starts defined, with the sink's table (every entry the sink block id) in
      * the slot past the call tables; calls upload only a prefix ending before it, so the device
      * copy made here stays */
@@ -562,6 +580,12 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
 }
 
 const float *flint_drafter_device_q(const flint_drafter *d) { return d->cuda ? d->cuda->q : NULL; }
+void flint_drafter_wait(flint_drafter *d) {
+    if (!d->cuda) return;
+    cudaSetDevice(d->cuda->device);
+    cudaStreamSynchronize(d->cuda->es);
+}
+
 const int32_t *flint_drafter_device_tokens(const flint_drafter *d, int *stride) {
     if (!d->cuda) return NULL;
     *stride = d->cuda->toks_stride;
@@ -580,7 +604,12 @@ void flint_drafter_cuda_free(flint_drafter *d) {
         flint_log_info("drafter (CUDA): %ld encode/draft graphs captured in %.3f s", g->n_captures, g->capture_s);
     if (g->base) cudaFree(g->base);
     if (g->hpar) cudaFreeHost(g->hpar);
+    if (g->es) cudaStreamSynchronize(g->es);
     if (g->staged) cudaEventDestroy(g->staged);
+    if (g->queued) cudaEventDestroy(g->queued);
+    if (g->gathered) cudaEventDestroy(g->gathered);
+    if (g->encoded) cudaEventDestroy(g->encoded);
+    if (g->es) cudaStreamDestroy(g->es);
     free(g->layers);
     free(g->h_seq_map);
     free(g);
@@ -596,7 +625,7 @@ size_t flint_drafter_cuda_bytes(const flint_drafter *d) { return d->cuda ? d->cu
 static void encode_device(flint_drafter *d, int R, const int32_t *pos, const int32_t *row_seq, const int32_t *tables) {
     const flint_drafter_config *c = &d->cfg;
     struct flint_drafter_cuda *g = d->cuda;
-    flint_cuda_stream s = (flint_cuda_stream)g->stream;
+    flint_cuda_stream s = (flint_cuda_stream)g->es;
     int H = c->hidden_size, nTH = c->n_taps * c->hidden_size, kvd = d->kv_dim;
     flint_cuda_gemm_tc(g->ctx, H, g->taps_b, nTH, g->fc, R, H, nTH, 0, s);
     flint_cuda_rmsnorm(g->ctxn, H, g->ctx, H, NULL, g->hidden_norm, R, H, c->rms_norm_eps, s);
@@ -709,10 +738,10 @@ static int stage_table(struct flint_drafter_cuda *g, int *n_used, int32_t seq, c
     return k;
 }
 
-static int upload_params(struct flint_drafter_cuda *g, int n_used, flint_err *err) {
+static int upload_params(struct flint_drafter_cuda *g, int n_used, cudaStream_t s, flint_err *err) {
     size_t n = g->pl.tables + sizeof(int32_t) * (size_t)n_used * g->bt_stride;
-    CUDA_OK(cudaMemcpyAsync(g->dpar, g->hpar, n, cudaMemcpyHostToDevice, g->stream), "batch upload");
-    CUDA_OK(cudaEventRecord(g->staged, g->stream), "event");
+    CUDA_OK(cudaMemcpyAsync(g->dpar, g->hpar, n, cudaMemcpyHostToDevice, s), "batch upload");
+    CUDA_OK(cudaEventRecord(g->staged, s), "event");
     return 0;
 }
 
@@ -726,14 +755,10 @@ static int pad_bucket(int n, int cap) {
     return b < cap ? b : cap;
 }
 
-/* Every kernel of one encode over k->rows rows, reading the taps at k->taps (rows picked by the
- * staged source rows) and the batch from the device staging block: what an encode graph captures,
- * and the eager path. One gather for host and device taps (host taps were copied to g->taps with
- * source row r = r): bf16 of the same value either way. */
+/* Every kernel of one encode over k->rows rows after the taps' gather (g->taps_b), reading the
+ * batch from the device staging block: what an encode graph captures (on es), and the eager path. */
 static void launch_encode(flint_drafter *d, const dgraph_key *k) {
     struct flint_drafter_cuda *g = d->cuda;
-    const int nTH = d->cfg.n_taps * d->cfg.hidden_size;
-    gather_bf16(g->taps_b, k->taps, DP(g, e_src, int32_t), k->rows, nTH, g->stream);
     encode_device(d, k->rows, DP(g, e_pos, int32_t), DP(g, e_row_seq, int32_t), DP(g, tables, int32_t));
 }
 
@@ -752,8 +777,8 @@ typedef void (*launch_fn)(flint_drafter *d, const dgraph_key *k);
 
 /* The graph of pool p for this key: found, or captured now from launch (evicting the least
  * recently used entry of p), as the target's forward_graph. */
-static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, launch_fn launch, cudaGraphExec_t *out,
-                      flint_err *err) {
+static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, launch_fn launch, cudaStream_t cs,
+                      cudaGraphExec_t *out, flint_err *err) {
     struct flint_drafter_cuda *g = d->cuda;
     for (int i = 0; i < p->n; i++)
         if (!memcmp(&p->e[i].key, k, sizeof *k)) {
@@ -773,9 +798,9 @@ static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, lau
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     cudaGraph_t graph = NULL;
-    CUDA_OK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "drafter graph capture");
+    CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal), "drafter graph capture");
     launch(d, k); /* launchers abort on a launch error, as eagerly */
-    cudaError_t ce = cudaStreamEndCapture(g->stream, &graph);
+    cudaError_t ce = cudaStreamEndCapture(cs, &graph);
     CUDA_OK(ce, "drafter graph capture");
     cudaGraphExec_t exec = NULL;
     ce = cudaGraphInstantiate(&exec, graph, 0);
@@ -805,7 +830,9 @@ void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info 
 
 /* A captured encode pads the rows to a bucket: padded rows sit at position 0 of the sink table
  * (so their K/V land in the sink block past the pool) and gather the taps of real row 0's source
- * (a row that exists). */
+ * (a row that exists). The work goes to es after everything already queued on the target's
+ * stream; the target's stream waits only for the gather (one gather for host and device taps:
+ * host taps are copied to g->taps with source row r = r, bf16 of the same value either way). */
 int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err) {
     struct flint_drafter_cuda *g = d->cuda;
     const flint_drafter_config *c = &d->cfg;
@@ -816,7 +843,7 @@ int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b
     dgraph_key k;
     memset(&k, 0, sizeof k);
     k.rows = graphed ? pad_bucket(R, d->opts.max_rows) : R;
-    k.taps = b->taps_device ? b->taps_device : g->taps;
+    const float *taps = b->taps_device ? b->taps_device : g->taps;
     int32_t *pos = HP(g, e_pos, int32_t), *rs = HP(g, e_row_seq, int32_t), *src = HP(g, e_src, int32_t);
     for (int r = 0; r < R; r++) {
         pos[r] = b->pos[r];
@@ -824,20 +851,26 @@ int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b
         rs[r] = stage_table(g, &n_used, b->row_seq[r], b->block_tables[b->row_seq[r]], b->pos[r] / d->block + 1);
     }
     for (int r = R; r < k.rows; r++) pos[r] = 0, src[r] = src[0], rs[r] = g->max_tables;
-    if (upload_params(g, n_used, err)) return -1;
+    CUDA_OK(cudaEventRecord(g->queued, g->stream), "event");
+    CUDA_OK(cudaStreamWaitEvent(g->es, g->queued, 0), "encode stream wait");
+    if (upload_params(g, n_used, g->es, err)) return -1;
     const int nTH = c->n_taps * c->hidden_size;
-    if (!b->taps_device) /* outside the graph: it reads g->taps */
-        CUDA_OK(cudaMemcpyAsync(g->taps, b->taps, sizeof(float) * (size_t)R * nTH, cudaMemcpyHostToDevice, g->stream),
+    if (!b->taps_device)
+        CUDA_OK(cudaMemcpyAsync(g->taps, b->taps, sizeof(float) * (size_t)R * nTH, cudaMemcpyHostToDevice, g->es),
                 "taps upload");
+    gather_bf16(g->taps_b, taps, DP(g, e_src, int32_t), k.rows, nTH, g->es);
+    CUDA_OK(cudaEventRecord(g->gathered, g->es), "event");
+    CUDA_OK(cudaStreamWaitEvent(g->stream, g->gathered, 0), "target stream wait");
     if (graphed) {
         cudaGraphExec_t exec = NULL;
-        if (dgraph_get(d, &g->enc_graphs, &k, launch_encode, &exec, err)) return -1;
-        CUDA_OK(cudaGraphLaunch(exec, g->stream), "encode graph launch");
+        if (dgraph_get(d, &g->enc_graphs, &k, launch_encode, g->es, &exec, err)) return -1;
+        CUDA_OK(cudaGraphLaunch(exec, g->es), "encode graph launch");
     } else {
         launch_encode(d, &k);
     }
+    CUDA_OK(cudaEventRecord(g->encoded, g->es), "event");
     if (b->taps_device) CUDA_OK(cudaGetLastError(), "encode");
-    else CUDA_OK(cudaStreamSynchronize(g->stream), "encode"); /* the caller may reuse its taps */
+    else CUDA_OK(cudaStreamSynchronize(g->es), "encode"); /* the caller may reuse its taps */
     return 0;
 }
 
@@ -873,6 +906,8 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
     const flint_drafter_config *c = &d->cfg;
     CUDA_OK(cudaSetDevice(g->device), "select device");
     CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
+    /* the context the last encode wrote, and its reads of dpar done before this upload rewrites it */
+    CUDA_OK(cudaStreamWaitEvent(g->stream, g->encoded, 0), "draft waits for the encode");
     int B = c->block_size, K = c->max_draft, V = c->vocab_size, Vd = c->draft_vocab_size;
     int first = c->layout == FLINT_DRAFT_FILL_IN ? 1 : 0;
     int n_used = 0, max_ctx = 1, n_steps = 0;
@@ -903,7 +938,7 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
         if (P + B > max_ctx) max_ctx = P + B;
         if (q->n_draft > n_steps) n_steps = q->n_draft;
     }
-    if (upload_params(g, n_used, err)) return -1;
+    if (upload_params(g, n_used, g->stream, err)) return -1;
     if (graphed) {
         dgraph_key k;
         memset(&k, 0, sizeof k);
@@ -916,7 +951,7 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
         if (k.ctx > d->max_len + B) k.ctx = d->max_len + B;
         k.with_q = out->q || out->q_on_device;
         cudaGraphExec_t exec = NULL;
-        if (dgraph_get(d, &g->draft_graphs, &k, launch_draft, &exec, err)) return -1;
+        if (dgraph_get(d, &g->draft_graphs, &k, launch_draft, g->stream, &exec, err)) return -1;
         CUDA_OK(cudaGraphLaunch(exec, g->stream), "draft graph launch");
     } else {
         backbone_device(d, n_reqs, max_ctx, DP(g, tok, int32_t), DP(g, pos, int32_t), DP(g, row_seq, int32_t),

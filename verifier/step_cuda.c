@@ -204,6 +204,7 @@ void flint_engine_dev_wait(flint_engine *e) {
     flint_target_device_view v;
     flint_target_get_device_view(e->tgt, &v);
     if (v.stream) cudaStreamSynchronize((cudaStream_t)v.stream);
+    if (e->dft) flint_drafter_wait(e->dft); /* its encodes run on a stream of their own */
 }
 
 #else /* no CUDA backend: the host path only */

@@ -71,6 +71,17 @@ step spec8b 400 spec8b.log .devbin/flint bench --device cuda --load-format dummy
     --speculative-config '{"model": "/tmp/d8b", "num_speculative_tokens": 7}' --synthetic-acceptance 3.41 \
     --batch-sizes ${SPEC_BATCHES:-1,8,32,64} --draft-lengths ${SPEC_KS:-1,3,5,7} --context 1024 --warmup 3 --steps 10 \
     ${SPEC_EXTRA:-} --output "$OUT/spec8b.json"
+# the embedded pair with real acceptance (GSM8K questions as context): fixed draft lengths, then
+# dynamic ones (#8: within 3% of the best fixed K at every batch)
+EMB_ARGS="models/flint-tiny --device cuda --batch-sizes ${EMB_BATCHES:-1,8,32,64} --context 128 --dataset gsm8k \
+--warmup 10 --steps 60"
+# shellcheck disable=SC2086
+step embedded 300 embedded.log .devbin/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
+    --draft-lengths 1,3,5,7 --output "$OUT/embedded.json"
+# shellcheck disable=SC2086
+step embdyn 300 embdyn.log .devbin/flint bench $EMB_ARGS --speculative-config \
+    '{"model": "models/flint-tiny-dspark", "num_speculative_tokens": 7, "dynamic_draft": true}' --draft-lengths 7 \
+    --output "$OUT/embdyn.json"
 # per-kernel GPU times of a few eager steps (Nsight Compute, one metric, caches and clocks left
 # alone): NCU_ARGS are flint's arguments (default: the batch-1 K = 7 step at qwen3-8b size),
 # NCU_OPTS ncu's (default: kernel durations into $OUT/ncu.csv; tools/ncu_steps.py sums them by
