@@ -759,16 +759,15 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_chunk_kernel(const f
  * then out = bf16(A * (1 / L)). The fused tensor-core kernel runs the same steps on the same
  * values in registers, so a row merged there has the bits of a row merged here. M' is a prefix
  * max (exact in any order): a warp scans 32 chunks at a time and puts a, b in shared memory; one
- * lane chains L; every thread chains A of its outputs. Every chunk's m and l, and 8 chunks' o at a
- * time, are loaded before the chains that use them (the chain of one trip to memory per chunk
- * made a batch-1 row's merge 7 us). Merging in the split kernel's last block instead of this
- * second launch was tried: that block then merges a verify's 8 rows one after another (68 us a
- * layer instead of 27), and a decode row gained nothing. */
+ * lane chains L; every thread chains A of its outputs. (Session 16 tried, and measured slower:
+ * loading every chunk's l and 8 chunks' o ahead of the chains, 7.3 -> 8.7 us per verify layer at
+ * batch 1; and merging in the split kernel's last block instead of this second launch, which
+ * merges a verify's 8 rows one after another there: 68 us a layer instead of 27.) */
 #define MERGE_OUT (ATTN_G * FLINT_CUDA_ATTN_MAX_HEAD_DIM / ATTN_THREADS) /* outputs per thread, at most */
 
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const flint_cuda_attn a, int max_chunks) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
-    __shared__ float al_s[ATTN_G][32], be_s[ATTN_G][32], l_s[ATTN_G][32];
+    __shared__ float al_s[ATTN_G][32], be_s[ATTN_G][32];
     __shared__ float M_s[ATTN_G], L_s[ATTN_G];
     const int kvh = blockIdx.x, r = blockIdx.y, hd = a.head_dim, G = a.n_heads / a.n_kv_heads;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -789,9 +788,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const f
         const int n = min(32, nch - c0);
         for (int gh = warp; gh < G; gh += ATTN_THREADS / 32) {
             const float *mlc = ml + 2 * (base + (size_t)gh * max_chunks + c0);
-            /* every lane loads its chunk's m and l at once (one trip to memory, not one per chunk) */
             const float m = lane < n ? mlc[2 * lane] : -INFINITY, carry = M_s[gh];
-            const float lc = lane < n ? mlc[2 * lane + 1] : 0.0f;
             float pm = m; /* inclusive prefix max over lanes, then with the previous tiles' */
 #pragma unroll
             for (int k = 1; k < 32; k <<= 1) {
@@ -804,13 +801,12 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const f
             if (lane < n) {
                 al_s[gh][lane] = expf(__fsub_rn(prev, pm));
                 be_s[gh][lane] = expf(__fsub_rn(m, pm));
-                l_s[gh][lane] = lc;
             }
             const float last = __shfl_sync(0xffffffffu, pm, n - 1);
             __syncwarp();
             if (lane == 0) {
                 float L = L_s[gh];
-                for (int c = 0; c < n; c++) L = fmaf(l_s[gh][c], be_s[gh][c], __fmul_rn(L, al_s[gh][c]));
+                for (int c = 0; c < n; c++) L = fmaf(mlc[2 * c + 1], be_s[gh][c], __fmul_rn(L, al_s[gh][c]));
                 L_s[gh] = L;
                 M_s[gh] = last;
             }
@@ -823,14 +819,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const f
             const int gh = i / hd, d = i - gh * hd;
             const float *op = o + (base + (size_t)gh * max_chunks + c0) * hd + d;
             float s = acc[k];
-            for (int c = 0; c < n; c += 8) { /* 8 loads in flight, then the chain in chunk order */
-                float ov[8];
-#pragma unroll
-                for (int q = 0; q < 8; q++) ov[q] = c + q < n ? op[(size_t)(c + q) * hd] : 0.0f;
-#pragma unroll
-                for (int q = 0; q < 8; q++)
-                    if (c + q < n) s = fmaf(ov[q], be_s[gh][c + q], __fmul_rn(s, al_s[gh][c + q]));
-            }
+            for (int c = 0; c < n; c++) s = fmaf(op[(size_t)c * hd], be_s[gh][c], __fmul_rn(s, al_s[gh][c]));
             acc[k] = s;
         }
         __syncthreads();
