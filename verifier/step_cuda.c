@@ -7,8 +7,12 @@
  *  - sessions with no draft this step: flint_cuda_sample keyed SAMPLE at the next position (the
  *    host's flint_sampler_sample), over the rows 0..n0-1 that step.c gives them.
  * Only the accepted counts and the emitted tokens come back (one copy, one synchronisation).
- * Requests that need the logits on the host (grammar masks, logprobs) keep the host path; step.c
- * decides per step (and applies benchmarks' synthetic acceptance over either). The GPU sampler reproduces the host's
+ * The drafts need not visit the host either: the step's parameters go up before the verify
+ * forward (flint_engine_dev_stage), and when the drafter left its tokens on the device the verify
+ * rows' tokens and the acceptance's draft matrix are built there (flint_cuda_draft_rows); they
+ * come back with the decisions. Requests that need the logits on the host (grammar masks,
+ * logprobs) keep the host path; step.c decides per step (and applies benchmarks' synthetic
+ * acceptance over either). The GPU sampler reproduces the host's
  * probabilities bit for bit (its exact exp mode), so the two paths give the same tokens except
  * at a cumulative boundary within rounding (tests/test_target_cuda.c compares them). */
 #include <stdlib.h>
