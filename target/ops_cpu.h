@@ -13,6 +13,10 @@ extern "C" {
  * combined pairwise, then the tail added in index order. */
 float flint_ops_dot(const float *a, const float *b, int n);
 
+/* Tests and benchmarks: 0 runs the portable (4-wide) kernels, 1 the 8-wide AVX ones where the CPU
+ * has AVX (chosen by default); both give the same bits. Returns the previous choice. */
+int flint_ops_set_avx(int on);
+
 /* y[r * ldy + o] (+)= dot(x + r * ldx, w + o * n_in, n_in) for r < n_rows, o < n_out.
  * accumulate: add to y (a residual add) instead of storing. Threads split the outputs. */
 /* x[R][H] += in[R][n_in] . w[H][n_in]^T for a projection whose input features are split over

@@ -20,6 +20,7 @@
 
 #include "core/json.h"
 #include "core/safetensors.h"
+#include "target/ops_cpu.h"
 #include "target/target.h"
 #include "test.h"
 
@@ -635,8 +636,59 @@ static void test_bad_batch(void) {
     flint_target_close(t);
 }
 
+/* ---- the CPU kernels' vector paths ----
+ * flint_ops_set_avx: the 8-wide AVX kernels and the portable 4-wide ones must give the same bits
+ * (lane k sums i = k mod 8 either way), over widths with and without a tail, row counts through
+ * the 4-row tile and its remainder, output counts through the 4-output tile and its remainder,
+ * with and without accumulation, one thread and two. Where the CPU has no AVX both runs take the
+ * portable path and the check is trivially true (said in the output). */
+static uint64_t g_rs = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    g_rs ^= g_rs << 13, g_rs ^= g_rs >> 7, g_rs ^= g_rs << 17;
+    return (float)((g_rs >> 40) & 0xFFFFFF) / (float)0x1000000 * 2.0f - 1.0f;
+}
+
+static void test_vector_paths(void) {
+    static const int widths[] = {1, 7, 8, 13, 64, 256, 259};
+    static const int rows[] = {1, 3, 4, 5, 8, 9, 33};
+    static const int outs[] = {1, 4, 6, 17};
+    const int had_avx = flint_ops_set_avx(1), avx = flint_ops_set_avx(1);
+    int bad = 0, cases = 0;
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+            for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
+                const int K = widths[wi], R = rows[ri], N = outs[oi], ldx = K + 3, ldy = N + 2;
+                float *x = malloc(sizeof(float) * R * ldx), *w = malloc(sizeof(float) * N * K);
+                float *y[2][2];
+                for (int i = 0; i < R * ldx; i++) x[i] = frand();
+                for (int i = 0; i < N * K; i++) w[i] = frand();
+                for (int a = 0; a < 2; a++) {
+                    flint_ops_set_avx(a);
+                    for (int acc = 0; acc < 2; acc++) {
+                        y[a][acc] = malloc(sizeof(float) * R * ldy);
+                        for (int i = 0; i < R * ldy; i++) y[a][acc][i] = 0.25f * (float)(i % 7);
+                        flint_ops_matmul(y[a][acc], ldy, x, ldx, w, R, K, N, acc, 1 + (int)(oi & 1));
+                    }
+                }
+                for (int acc = 0; acc < 2; acc++) bad += memcmp(y[0][acc], y[1][acc], sizeof(float) * R * ldy) != 0;
+                flint_ops_set_avx(0);
+                const float d0 = flint_ops_dot(x, w, K);
+                flint_ops_set_avx(1);
+                const float d1 = flint_ops_dot(x, w, K);
+                bad += memcmp(&d0, &d1, sizeof d0) != 0;
+                cases += 3;
+                free(x), free(w);
+                for (int a = 0; a < 2; a++) free(y[a][0]), free(y[a][1]);
+            }
+    flint_ops_set_avx(had_avx);
+    printf("vector paths: %d matmul/dot cases, AVX %s, %d differ from the portable kernels\n", cases,
+           avx ? "on this CPU" : "absent (both runs portable)", bad);
+    CHECKF(bad == 0, "%d of %d cases: the AVX kernels' bits differ from the portable ones", bad, cases);
+}
+
 int main(void) {
     test_config();
+    test_vector_paths();
     test_golden("qwen3", 16);
     test_golden("llama", 4);
     test_batch_invariance("qwen3");
