@@ -149,11 +149,13 @@ int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *r
                         const int32_t *const *block_tables, int n_seqs, flint_drafter_out *out, flint_err *err);
 
 /* Captured graphs of the CUDA drafter (zeros on the CPU): how many are held now (encode and draft
- * together), how many captures were made since open and the seconds they took. */
+ * together), how many captures were made since open and the seconds they took, and the device
+ * memory the held ones took (measured as flint_target_graph_info's). */
 typedef struct flint_drafter_graph_info {
     int n_graphs;
     long n_captures;
     double capture_s;
+    size_t bytes;
 } flint_drafter_graph_info;
 void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info *info);
 

@@ -290,6 +290,7 @@ typedef struct dgraph_entry {
     dgraph_key key;
     cudaGraphExec_t exec;
     uint64_t used;
+    size_t bytes; /* device memory its capture took */
 } dgraph_entry;
 
 #define DGRAPH_POOL 64 /* per kind; the least recently used is evicted */
@@ -348,6 +349,7 @@ struct flint_drafter_cuda {
     uint64_t tick;
     long n_captures;
     double capture_s;
+    size_t graph_bytes; /* of the held graphs */
 };
 
 #define HP(g, f, type) ((type *)((g)->hpar + (g)->pl.f))
@@ -601,7 +603,8 @@ void flint_drafter_cuda_free(flint_drafter *d) {
     for (int i = 0; i < g->enc_graphs.n; i++) cudaGraphExecDestroy(g->enc_graphs.e[i].exec);
     for (int i = 0; i < g->draft_graphs.n; i++) cudaGraphExecDestroy(g->draft_graphs.e[i].exec);
     if (g->n_captures)
-        flint_log_info("drafter (CUDA): %ld encode/draft graphs captured in %.3f s", g->n_captures, g->capture_s);
+        flint_log_info("drafter (CUDA): %ld encode/draft graphs captured in %.3f s; %.1f MiB held", g->n_captures,
+                       g->capture_s, (double)g->graph_bytes / (1u << 20));
     if (g->base) cudaFree(g->base);
     if (g->hpar) cudaFreeHost(g->hpar);
     if (g->es) cudaStreamSynchronize(g->es);
@@ -794,9 +797,13 @@ static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, lau
         cudaGraphExecDestroy(p->e[slot].exec); /* an in-flight launch of it completes first */
         p->e[slot].exec = NULL;
         p->e[slot].key.rows = -1; /* matches nothing until refilled */
+        g->graph_bytes -= p->e[slot].bytes;
+        p->e[slot].bytes = 0;
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    size_t free0 = 0, free1 = 0, total = 0;
+    if (cudaMemGetInfo(&free0, &total) != cudaSuccess) free0 = 0;
     cudaGraph_t graph = NULL;
     CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal), "drafter graph capture");
     launch(d, k); /* launchers abort on a launch error, as eagerly */
@@ -809,6 +816,9 @@ static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, lau
     clock_gettime(CLOCK_MONOTONIC, &t1);
     g->capture_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     g->n_captures++;
+    if (cudaMemGetInfo(&free1, &total) != cudaSuccess) free1 = free0;
+    p->e[slot].bytes = free0 > free1 ? free0 - free1 : 0;
+    g->graph_bytes += p->e[slot].bytes;
     p->e[slot].key = *k;
     p->e[slot].exec = exec;
     p->e[slot].used = ++g->tick;
@@ -824,6 +834,7 @@ void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info 
     info->n_graphs = g->enc_graphs.n + g->draft_graphs.n;
     info->n_captures = g->n_captures;
     info->capture_s = g->capture_s;
+    info->bytes = g->graph_bytes;
 }
 
 /* ==== Encode and draft ==== */

@@ -238,9 +238,9 @@ int flint_bench_gpu_run(const flint_bench_options *o, flint_err *err) {
     run_baseline(o, pts, n_pts);
 
     printf("# %s, random weights, context %d; flint: %s, tensor parallel %d, device memory %.2f GiB per GPU, opened "
-           "in %.1f s; %ld graphs captured in %.3f s\n", o->model_shape, o->context,
+           "in %.1f s; %ld graphs captured in %.3f s, %.1f MiB\n", o->model_shape, o->context,
            o->enforce_eager ? "eager launches" : "captured graphs", n_tp, (double)dev_bytes / (1u << 30), open_s,
-           gi.n_captures, gi.capture_s);
+           gi.n_captures, gi.capture_s, (double)gi.bytes / (1u << 20));
     if (n_tp > 1)
         printf("# floors are one GPU's; all-reduce ms = 2 exchanges per layer of the step's partial sums (an NCCL "
                "all-gather + ordered add: exact), timed alone\n");

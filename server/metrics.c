@@ -124,6 +124,9 @@ void flint_server_metrics_render(flint_server *s, flint_sbuf *b) {
     counter(b, "flint:cuda_graph_captures", "Forward graphs captured since start (CUDA).", sn.graphs.n_captures);
     gauge(b, "flint:cuda_graph_capture_seconds", "Time spent capturing and instantiating graphs since start (CUDA).",
           sn.graphs.capture_s);
+    gauge(b, "flint:cuda_graph_memory_bytes",
+          "Device memory taken by capturing the graphs held now (free memory before less after; CUDA).",
+          (double)sn.graphs.bytes);
     counter(b, "flint:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", sn.prefix_queries);
     counter(b, "flint:prefix_cache_hits", "Prompt tokens whose KV came from the prefix cache.", sn.prefix_hits);
     gauge(b, "flint:prefix_cache_blocks", "KV blocks held by the prefix cache.", sn.prefix_blocks);

@@ -46,6 +46,7 @@ typedef struct graph_entry {
     graph_key key;
     cudaGraphExec_t exec;
     uint64_t used;
+    size_t bytes; /* device memory its capture took */
 } graph_entry;
 
 #define GRAPH_POOL 64
@@ -89,6 +90,7 @@ struct flint_target_cuda {
     uint64_t tick;
     long n_captures;
     double capture_s;
+    size_t graph_bytes; /* of the held graphs */
 };
 
 /* Device pointer arithmetic over the one allocation (a measuring pass first, as target.c). */
@@ -433,7 +435,8 @@ void flint_target_cuda_free(flint_target *t) {
     cudaSetDevice(g->device);
     for (int i = 0; i < g->n_graphs; i++) cudaGraphExecDestroy(g->graphs[i].exec);
     if (g->n_captures)
-        flint_log_info("target (CUDA): %ld forward graphs captured in %.3f s", g->n_captures, g->capture_s);
+        flint_log_info("target (CUDA): %ld forward graphs captured in %.3f s; %d held, %.1f MiB", g->n_captures,
+                       g->capture_s, g->n_graphs, (double)g->graph_bytes / (1u << 20));
     if (g->stream) cudaStreamDestroy(g->stream);
     if (g->base) cudaFree(g->base);
     free(g->layers);
@@ -579,9 +582,13 @@ static int forward_graph(flint_target *t, struct flint_target_cuda *g, const gra
         cudaGraphExecDestroy(g->graphs[slot].exec);
         g->graphs[slot].exec = NULL;
         g->graphs[slot].key.rows = -1; /* matches nothing until refilled */
+        g->graph_bytes -= g->graphs[slot].bytes;
+        g->graphs[slot].bytes = 0;
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    size_t free0 = 0, free1 = 0, total = 0;
+    if (cudaMemGetInfo(&free0, &total) != cudaSuccess) free0 = 0;
     cudaGraph_t graph = NULL;
     CUDA_OK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
     int rc = launch_forward(t, g, k, err);
@@ -598,6 +605,9 @@ static int forward_graph(flint_target *t, struct flint_target_cuda *g, const gra
     clock_gettime(CLOCK_MONOTONIC, &t1);
     g->capture_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     g->n_captures++;
+    if (cudaMemGetInfo(&free1, &total) != cudaSuccess) free1 = free0;
+    g->graphs[slot].bytes = free0 > free1 ? free0 - free1 : 0;
+    g->graph_bytes += g->graphs[slot].bytes;
     g->graphs[slot].key = *k;
     g->graphs[slot].exec = exec;
     g->graphs[slot].used = ++g->tick;
@@ -613,6 +623,7 @@ void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *in
     info->n_graphs = g->n_graphs;
     info->n_captures = g->n_captures;
     info->capture_s = g->capture_s;
+    info->bytes = g->graph_bytes;
 }
 
 /* The batch (validated by the caller, as for the CPU forward) on the device. Sequences are

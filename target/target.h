@@ -184,11 +184,14 @@ typedef struct flint_target_device_view {
 } flint_target_device_view;
 void flint_target_get_device_view(const flint_target *t, flint_target_device_view *v);
 /* Captured forward graphs (CUDA; zeros on the CPU): how many are held now, how many were
- * captured since open and the time capturing and instantiating them took. */
+ * captured since open and the time capturing and instantiating them took, and the device memory
+ * the held ones took (free memory before the capture less after the instantiation: the driver's
+ * own allocations, at its granularity). */
 typedef struct flint_target_graph_info {
     int n_graphs;
     long n_captures;
     double capture_s;
+    size_t bytes;
 } flint_target_graph_info;
 void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *info);
 /* Benchmarks, tensor parallel CUDA only: reps exchanges of one row-parallel projection's partial

@@ -424,10 +424,11 @@ def group_api():
              "flint:kv_blocks_used", "flint:kv_blocks_total", 'flint:requests_total{finish_reason="stop"}',
              'flint:requests_total{finish_reason="length"}', "process_resident_memory_bytes",
              "flint:device_memory_bytes", "flint:cuda_graphs", "flint:cuda_graph_captures_total",
-             "flint:cuda_graph_capture_seconds"]
+             "flint:cuda_graph_capture_seconds", "flint:cuda_graph_memory_bytes"]
     for n in names:
         check(n in m, f"/metrics has {n}")
-    check(m.get("flint:device_memory_bytes") == 0 and m.get("flint:cuda_graphs") == 0,
+    check(m.get("flint:device_memory_bytes") == 0 and m.get("flint:cuda_graphs") == 0 and
+          m.get("flint:cuda_graph_memory_bytes") == 0,
           "a CPU server reports no device memory and no graphs")
     check(m.get("flint:spec_decode_num_drafts_total", 0) > 0 and m.get("flint:e2e_request_latency_seconds_count", 0)
           >= 8, "/metrics counters moved")

@@ -91,6 +91,7 @@ void flint_engine_device_stats(const flint_engine *e, flint_target_graph_info *g
         graphs->n_graphs += di.n_graphs;
         graphs->n_captures += di.n_captures;
         graphs->capture_s += di.capture_s;
+        graphs->bytes += di.bytes;
     }
     *device_bytes = flint_target_device_bytes(e->tgt);
 }
