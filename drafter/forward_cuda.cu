@@ -803,7 +803,7 @@ static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, lau
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     size_t free0 = 0, free1 = 0, total = 0;
-    if (cudaMemGetInfo(&free0, &total) != cudaSuccess) free0 = 0;
+    if (cudaMemGetInfo(&free0, &total) != cudaSuccess) free0 = 0, (void)cudaGetLastError(); /* an estimate only */
     cudaGraph_t graph = NULL;
     CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal), "drafter graph capture");
     launch(d, k); /* launchers abort on a launch error, as eagerly */
@@ -816,7 +816,7 @@ static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, lau
     clock_gettime(CLOCK_MONOTONIC, &t1);
     g->capture_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     g->n_captures++;
-    if (cudaMemGetInfo(&free1, &total) != cudaSuccess) free1 = free0;
+    if (cudaMemGetInfo(&free1, &total) != cudaSuccess) free1 = free0, (void)cudaGetLastError();
     p->e[slot].bytes = free0 > free1 ? free0 - free1 : 0;
     g->graph_bytes += p->e[slot].bytes;
     p->e[slot].key = *k;

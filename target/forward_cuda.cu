@@ -588,7 +588,7 @@ static int forward_graph(flint_target *t, struct flint_target_cuda *g, const gra
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     size_t free0 = 0, free1 = 0, total = 0;
-    if (cudaMemGetInfo(&free0, &total) != cudaSuccess) free0 = 0;
+    if (cudaMemGetInfo(&free0, &total) != cudaSuccess) free0 = 0, (void)cudaGetLastError(); /* an estimate only */
     cudaGraph_t graph = NULL;
     CUDA_OK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
     int rc = launch_forward(t, g, k, err);
@@ -605,7 +605,7 @@ static int forward_graph(flint_target *t, struct flint_target_cuda *g, const gra
     clock_gettime(CLOCK_MONOTONIC, &t1);
     g->capture_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     g->n_captures++;
-    if (cudaMemGetInfo(&free1, &total) != cudaSuccess) free1 = free0;
+    if (cudaMemGetInfo(&free1, &total) != cudaSuccess) free1 = free0, (void)cudaGetLastError();
     g->graphs[slot].bytes = free0 > free1 ? free0 - free1 : 0;
     g->graph_bytes += g->graphs[slot].bytes;
     g->graphs[slot].key = *k;
