@@ -117,7 +117,7 @@ static void block_attention(flint_drafter *d, int l, int n_reqs, const flint_dra
             const float *vt = t < P ? s->v_cache + slot(d, l, bt[t / d->block], t % d->block, kvh)
                                     : s->bkv + (size_t)(i * B + (t - P)) * 2 * kvd + kvd + (size_t)kvh * hd;
             float e = sc[t];
-            for (int x = 0; x < hd; x++) out[x] += e * vt[x];
+            flint_ops_axpy(out, e, vt, hd);
         }
         float inv = 1.0f / sum;
         for (int x = 0; x < hd; x++) out[x] *= inv;

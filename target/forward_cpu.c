@@ -127,7 +127,7 @@ static void attention(flint_target *t, int l, const flint_target_batch *b) {
         for (int j = 0; j <= p; j++) {
             const float *vj = t->s.v_cache + kv_slot(t, l, bt[j / bs], j % bs, kvh);
             float e = sc[j];
-            for (int d = 0; d < hd; d++) out[d] += e * vj[d];
+            flint_ops_axpy(out, e, vj, hd);
         }
         float inv = 1.0f / sum;
         for (int d = 0; d < hd; d++) out[d] *= inv;

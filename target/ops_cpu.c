@@ -96,6 +96,16 @@ AVX static void dot_1x4_avx(float out[4], const float *restrict x, const float *
     out[2] = finish8(a2, x, w2, i, n);
     out[3] = finish8(a3, x, w3, i, n);
 }
+AVX static void axpy_avx(float *restrict y, float a, const float *restrict x, int n) {
+    const v8f av = {a, a, a, a, a, a, a, a};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f yv = ld8(y + i);
+        yv += av * ld8(x + i);
+        memcpy(y + i, &yv, sizeof yv);
+    }
+    for (; i < n; i++) y[i] += a * x[i];
+}
 #undef AVX
 #endif
 
@@ -140,6 +150,23 @@ float flint_ops_dot(const float *restrict a, const float *restrict b, int n) {
     if (use_avx()) return dot_avx(a, b, n);
 #endif
     return dot_portable(a, b, n);
+}
+
+void flint_ops_axpy(float *restrict y, float a, const float *restrict x, int n) {
+#ifdef OPS_AVX
+    if (use_avx()) {
+        axpy_avx(y, a, x, n);
+        return;
+    }
+#endif
+    const v4f av = {a, a, a, a};
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f yv = ld4(y + i);
+        yv += av * ld4(x + i);
+        memcpy(y + i, &yv, sizeof yv);
+    }
+    for (; i < n; i++) y[i] += a * x[i];
 }
 
 /* Four rows against one weight row: the weight loads are shared. */

@@ -13,6 +13,10 @@ extern "C" {
  * combined pairwise, then the tail added in index order. */
 float flint_ops_dot(const float *a, const float *b, int n);
 
+/* y[i] = y[i] + a * x[i] for i < n: elementwise (a rounded product, then a rounded sum), so any
+ * vector width gives the bits of the plain loop; the attention's P V accumulation. */
+void flint_ops_axpy(float *y, float a, const float *x, int n);
+
 /* Tests and benchmarks: 0 runs the portable (4-wide) kernels, 1 the 8-wide AVX ones where the CPU
  * has AVX (chosen by default); both give the same bits. Returns the previous choice. */
 int flint_ops_set_avx(int on);

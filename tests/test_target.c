@@ -676,12 +676,24 @@ static void test_vector_paths(void) {
                 flint_ops_set_avx(1);
                 const float d1 = flint_ops_dot(x, w, K);
                 bad += memcmp(&d0, &d1, sizeof d0) != 0;
-                cases += 3;
+                /* axpy: elementwise, so both paths must give the plain loop's bits */
+                float *ya = malloc(sizeof(float) * K), *yb = malloc(sizeof(float) * K), *yc = malloc(sizeof(float) * K);
+                const float e = frand();
+                for (int i = 0; i < K; i++) ya[i] = yb[i] = yc[i] = frand();
+                flint_ops_set_avx(0);
+                flint_ops_axpy(ya, e, w, K);
+                flint_ops_set_avx(1);
+                flint_ops_axpy(yb, e, w, K);
+                for (int i = 0; i < K; i++) yc[i] += e * w[i];
+                bad += memcmp(ya, yc, sizeof(float) * K) != 0;
+                bad += memcmp(yb, yc, sizeof(float) * K) != 0;
+                free(ya), free(yb), free(yc);
+                cases += 5;
                 free(x), free(w);
                 for (int a = 0; a < 2; a++) free(y[a][0]), free(y[a][1]);
             }
     flint_ops_set_avx(had_avx);
-    printf("vector paths: %d matmul/dot cases, AVX %s, %d differ from the portable kernels\n", cases,
+    printf("vector paths: %d matmul/dot/axpy cases, AVX %s, %d differ from the portable kernels\n", cases,
            avx ? "on this CPU" : "absent (both runs portable)", bad);
     CHECKF(bad == 0, "%d of %d cases: the AVX kernels' bits differ from the portable ones", bad, cases);
 }
