@@ -800,10 +800,8 @@ static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, lau
         g->graph_bytes -= p->e[slot].bytes;
         p->e[slot].bytes = 0;
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    size_t free0 = 0, free1 = 0, total = 0;
-    if (cudaMemGetInfo(&free0, &total) != cudaSuccess) free0 = 0, (void)cudaGetLastError(); /* an estimate only */
+    capture_cost cost;
+    capture_cost_begin(&cost);
     cudaGraph_t graph = NULL;
     CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal), "drafter graph capture");
     launch(d, k); /* launchers abort on a launch error, as eagerly */
@@ -813,11 +811,10 @@ static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, lau
     ce = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     CUDA_OK(ce, "drafter graph instantiate");
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    g->capture_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double secs = 0;
+    capture_cost_end(&cost, &secs, &p->e[slot].bytes);
+    g->capture_s += secs;
     g->n_captures++;
-    if (cudaMemGetInfo(&free1, &total) != cudaSuccess) free1 = free0, (void)cudaGetLastError();
-    p->e[slot].bytes = free0 > free1 ? free0 - free1 : 0;
     g->graph_bytes += p->e[slot].bytes;
     p->e[slot].key = *k;
     p->e[slot].exec = exec;

@@ -24,6 +24,7 @@
 
 #include "core/arena.h"
 #include "core/log.h"
+#include "target/cuda_common.cuh" /* capture_cost */
 #include "target/ops_cuda.h"
 #include "target/target_internal.h"
 
@@ -585,10 +586,8 @@ static int forward_graph(flint_target *t, struct flint_target_cuda *g, const gra
         g->graph_bytes -= g->graphs[slot].bytes;
         g->graphs[slot].bytes = 0;
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    size_t free0 = 0, free1 = 0, total = 0;
-    if (cudaMemGetInfo(&free0, &total) != cudaSuccess) free0 = 0, (void)cudaGetLastError(); /* an estimate only */
+    capture_cost cost;
+    capture_cost_begin(&cost);
     cudaGraph_t graph = NULL;
     CUDA_OK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
     int rc = launch_forward(t, g, k, err);
@@ -602,11 +601,10 @@ static int forward_graph(flint_target *t, struct flint_target_cuda *g, const gra
     ce = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     CUDA_OK(ce, "graph instantiate");
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    g->capture_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double secs = 0;
+    capture_cost_end(&cost, &secs, &g->graphs[slot].bytes);
+    g->capture_s += secs;
     g->n_captures++;
-    if (cudaMemGetInfo(&free1, &total) != cudaSuccess) free1 = free0, (void)cudaGetLastError();
-    g->graphs[slot].bytes = free0 > free1 ? free0 - free1 : 0;
     g->graph_bytes += g->graphs[slot].bytes;
     g->graphs[slot].key = *k;
     g->graphs[slot].exec = exec;

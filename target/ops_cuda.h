@@ -105,7 +105,9 @@ void flint_cuda_qk_norm_rope_store(float *x, int ldx, int n_rows, int n_a, const
 /* K/V of each row into the paged cache at its position: k rows at k + r * ld, v rows at v + r * ld
  * (fp32, n_kv_heads x head_dim each), written as bf16 to one layer's pools
  * [n_blocks][block_size][n_kv_heads][head_dim], slot block_tables[row_seq[r]][pos / block_size],
- * pos % block_size (the CPU layout of target/forward_cpu.c). */
+ * pos % block_size (the CPU layout of target/forward_cpu.c). The forward and the drafter now
+ * store through flint_cuda_qk_norm_rope_store; this separate op stays as that kernel's reference
+ * in test_cuda_ops (its bits are checked against it). */
 void flint_cuda_kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v, int ld,
                          const int32_t *pos, const int32_t *row_seq, const int32_t *block_tables, int bt_stride,
                          int n_rows, int n_kv_heads, int head_dim, int block_size, flint_cuda_stream s);
