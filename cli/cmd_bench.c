@@ -49,6 +49,8 @@ static void usage(FILE *f) {
             "                              16, 24, ... 512); larger forwards run eagerly\n"
             "  --gemm-pdl 0|1              cuda: programmatic dependent launch of the small-M GEMMs (default 1),\n"
             "                              for A/B runs\n"
+            "  --gemm-wgmma 0|1            cuda: the wgmma GEMM for more than 32 rows (default 1 where built for\n"
+            "                              sm_90a), for A/B runs\n"
             "  --profile                   engine mode: also time each phase of a step (prefill, draft, verify,\n"
             "                              accept, encode, host), in a separate pass that waits for the GPU per phase\n"
             "  --threads N, --quiet, --log-level L\n");

@@ -66,6 +66,8 @@ struct flint_target_cuda {
     float *rope_cos, *rope_sin;
     /* scratch for max_rows rows */
     float *x, *qkv, *gu, *logits, *taps, *attn_scratch;
+    unsigned char *gemm_scratch; /* the wgmma GEMMs' x, bound to the stream (ops_cuda.h) */
+    size_t gemm_scratch_bytes;
     float *part, *lpart, *gather; /* tensor parallel: row-parallel partial sums [R][H], this rank's logits
                                    * [R][nv], every rank's [n_ranks][R][nv] */
     float *parts;                 /* tensor parallel: every rank's partial sums [n_ranks][R][H] */
@@ -136,6 +138,12 @@ static void carve(flint_target *t, struct flint_target_cuda *g, flint_arena *a) 
     g->logits = DNEW(a, float, R * V);
     g->taps = DNEW(a, float, R * (size_t)c->n_layers * H);
     g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, t->nh, c->head_dim, (int)L));
+    {
+        int kmax = t->q_dim > (int)H ? t->q_dim : (int)H;
+        kmax = (int)I > kmax ? (int)I : kmax;
+        g->gemm_scratch_bytes = flint_cuda_gemm_scratch_bytes((int)R, kmax);
+        g->gemm_scratch = DNEW(a, unsigned char, g->gemm_scratch_bytes);
+    }
     if (o->tp) {
         g->part = DNEW(a, float, R * H);
         g->lpart = DNEW(a, float, R * NV);
@@ -251,7 +259,7 @@ static int fill_dummy(flint_target *t, struct flint_target_cuda *g, flint_err *e
     return 0;
 }
 
-void flint_target_cuda_tuning(int pdl) { flint_cuda_gemm_configure(pdl); }
+void flint_target_cuda_tuning(int pdl, int wgmma) { flint_cuda_gemm_configure(pdl, wgmma); }
 
 int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err) {
     struct flint_target_cuda *g = t->cuda;
@@ -377,6 +385,7 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
     g->weight_bytes = (size_t)((char *)g->k_cache - (char *)base); /* carve puts the weights first */
     CUDA_OK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), "stream");
     flint_cuda_gemm_init();
+    flint_cuda_gemm_scratch_bind((flint_cuda_stream)g->stream, g->gemm_scratch, g->gemm_scratch_bytes);
 
     /* the host holds this rank's shards (target.c); the device copies have the same shapes */
     size_t H = (size_t)c->hidden_size, V = (size_t)c->vocab_size, I = (size_t)t->ni, NV = (size_t)t->nv;
@@ -438,7 +447,10 @@ void flint_target_cuda_free(flint_target *t) {
     if (g->n_captures)
         flint_log_info("target (CUDA): %ld forward graphs captured in %.3f s; %d held, %.1f MiB", g->n_captures,
                        g->capture_s, g->n_graphs, (double)g->graph_bytes / (1u << 20));
-    if (g->stream) cudaStreamDestroy(g->stream);
+    if (g->stream) {
+        flint_cuda_gemm_scratch_unbind((flint_cuda_stream)g->stream);
+        cudaStreamDestroy(g->stream);
+    }
     if (g->base) cudaFree(g->base);
     free(g->layers);
     free(g->h_seq_map);

@@ -6,6 +6,8 @@
  * M <= 64), and block tiles in shared memory with a cluster per output tile (tcb, M in the
  * hundreds). Split from ops_cuda.cu so the GEMM kernels can evolve on their own (lab:
  * tests/kernels). */
+#include <pthread.h>
+
 #include "target/cuda_common.cuh"
 
 /* ==== Tensor-core GEMM: y (+)= x W^T with mma.sync m16n8k16 bf16 -> fp32 ====
@@ -413,6 +415,55 @@ static __device__ __forceinline__ void tcb_mma_half(float acc[TCB_MAX_TN][TCB_MA
     }
 }
 
+/* After the cluster barrier: block `part` combines rows part * BM / ns .. of the n_split partial
+ * tiles ([BM][LDR] floats at tile_s in every block of the cluster), 4 outputs per thread per
+ * step, the remote reads of 4 steps issued before their sums are stored (latency):
+ * (p0 + p1) + (p2 + p3), parts past ns +0, stored or added to y. Shared by tcb and tcw. */
+static __device__ __forceinline__ void tcb_combine(uint32_t tile_s, float *y, int ldy, int M, int N, int m0, int n0,
+                                                   int accumulate, const int BN, const int BM, const int LDR,
+                                                   const int T, int tid, int part, int ns) {
+    const int rows = BM / ns, G4 = BN / 4, steps = (rows * G4 + T - 1) / T;
+    const int vy = ((uintptr_t)y & 15) == 0 && (ldy & 3) == 0;
+#pragma unroll 1
+    for (int s0 = 0; s0 < steps; s0 += 4) {
+        float4 p[4][4];
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
+            const uint32_t a = tile_s + (uint32_t)(ml * LDR + nl) * 4;
+            const int need = s0 + b < steps && idx < rows * G4 && m0 + ml < M && n0 + nl < N;
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                p[b][q] = need && q < ns ? ld_cluster_f4(a, q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
+            const int m = m0 + ml, n = n0 + nl;
+            if (s0 + b >= steps || idx >= rows * G4 || m >= M || n >= N) continue;
+            const float4 *q = p[b];
+            const float s[4] = {__fadd_rn(__fadd_rn(q[0].x, q[1].x), __fadd_rn(q[2].x, q[3].x)),
+                                __fadd_rn(__fadd_rn(q[0].y, q[1].y), __fadd_rn(q[2].y, q[3].y)),
+                                __fadd_rn(__fadd_rn(q[0].z, q[1].z), __fadd_rn(q[2].z, q[3].z)),
+                                __fadd_rn(__fadd_rn(q[0].w, q[1].w), __fadd_rn(q[2].w, q[3].w))};
+            float *yp = y + (size_t)m * ldy + n;
+            if (vy && n + 3 < N) {
+                float4 o = make_float4(s[0], s[1], s[2], s[3]);
+                if (accumulate) {
+                    const float4 old = *(const float4 *)yp;
+                    o = make_float4(__fadd_rn(old.x, s[0]), __fadd_rn(old.y, s[1]), __fadd_rn(old.z, s[2]),
+                                    __fadd_rn(old.w, s[3]));
+                }
+                *(float4 *)yp = o;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (n + e < N) yp[e] = accumulate ? __fadd_rn(yp[e], s[e]) : s[e];
+            }
+        }
+    }
+}
+
 static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float *y, int ldy, const uint16_t *x,
                                                      int ldx, const uint16_t *w, int M, int N, int K, int accumulate,
                                                      const int WN, const int WM, const int TN, const int TM,
@@ -517,50 +568,268 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
     }
     cluster_sync();
 
-    /* block `part` combines rows part * BM / ns .. of the tile, 4 outputs per thread per step;
-     * the remote reads of 4 steps are issued before their sums are stored (latency) */
-    const int rows = BM / ns, G4 = BN / 4, steps = (rows * G4 + T - 1) / T;
-    const int vy = ((uintptr_t)y & 15) == 0 && (ldy & 3) == 0;
-#pragma unroll 1
-    for (int s0 = 0; s0 < steps; s0 += 4) {
-        float4 p[4][4];
-#pragma unroll
-        for (int b = 0; b < 4; b++) {
-            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
-            const uint32_t a = tile_s + (uint32_t)(ml * LDR + nl) * 4;
-            const int need = s0 + b < steps && idx < rows * G4 && m0 + ml < M && n0 + nl < N;
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                p[b][q] = need && q < ns ? ld_cluster_f4(a, q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int b = 0; b < 4; b++) {
-            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
-            const int m = m0 + ml, n = n0 + nl;
-            if (s0 + b >= steps || idx >= rows * G4 || m >= M || n >= N) continue;
-            const float4 *q = p[b];
-            const float s[4] = {__fadd_rn(__fadd_rn(q[0].x, q[1].x), __fadd_rn(q[2].x, q[3].x)),
-                                __fadd_rn(__fadd_rn(q[0].y, q[1].y), __fadd_rn(q[2].y, q[3].y)),
-                                __fadd_rn(__fadd_rn(q[0].z, q[1].z), __fadd_rn(q[2].z, q[3].z)),
-                                __fadd_rn(__fadd_rn(q[0].w, q[1].w), __fadd_rn(q[2].w, q[3].w))};
-            float *yp = y + (size_t)m * ldy + n;
-            if (vy && n + 3 < N) {
-                float4 o = make_float4(s[0], s[1], s[2], s[3]);
-                if (accumulate) {
-                    const float4 old = *(const float4 *)yp;
-                    o = make_float4(__fadd_rn(old.x, s[0]), __fadd_rn(old.y, s[1]), __fadd_rn(old.z, s[2]),
-                                    __fadd_rn(old.w, s[3]));
-                }
-                *(float4 *)yp = o;
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (n + e < N) yp[e] = accumulate ? __fadd_rn(yp[e], s[e]) : s[e];
-            }
-        }
-    }
+    tcb_combine(tile_s, y, ldy, M, N, m0, n0, accumulate, BN, BM, LDR, T, tid, part, ns);
     cluster_sync_relaxed(); /* no block leaves while another still reads its partial */
 }
+
+/* ==== The warpgroup path (tcw): wgmma for M in the tens and hundreds (sm_90a) ====
+ * mma.sync (tcb) tops out near 175-230 TFLOP/s at M = 512: every fragment passes through a
+ * thread's registers. wgmma m64nNk16 multiplies 64 rows of A by N columns of B per warpgroup
+ * instruction, asynchronously. Its B comes from shared memory through a descriptor, and its A may
+ * come from registers in mma.sync's m16n8k16 fragment layout (each warp its 16 rows). So:
+ * - A = W: each warp's fragments are the register path's, slot for slot (16 bytes of rows g and
+ *   g + 8 at k = 32 j + 8 t, MMA h taking words 2h, 2h + 1), loaded from a shared-memory copy of
+ *   its packed 1 KB tiles (one bulk copy per tile row per stage: a row's tiles are contiguous);
+ * - B = x, with its k slots in the register path's permuted order: for MMA h, core matrix c
+ *   (slots 8c .. 8c + 7 of 8 rows of x, 16 bytes each) holds word 2h + c of chunks t = 0..3 of
+ *   the row's k32 block. That is a 4 x 4 word transpose of each row's four 16-byte chunks, which
+ *   a copy engine cannot do, and a producer thread that does it with loads and shared stores
+ *   needs a proxy fence per stage that waits for its loads in flight (MEMBAR.ALL.CTA: measured,
+ *   1.7 us per stage instead of 0.3). So a small kernel writes x once in that layout to a
+ *   scratch buffer bound to the stream (flint_cuda_gemm_scratch_bind; the layout: block j of
+ *   row m at byte j Mp 64 + (m / 8) 512 + (h 2 + c) 128 + (m % 8) 16, Mp = M rounded up to 128,
+ *   zeros past M and K), and the GEMM moves both operands with bulk copies only.
+ * The MMA then sees the operands the register path gives mma.sync, in the same slots, and the
+ * chain per output is the register path's (part p's k32 blocks in order, MMA 0 then MMA 1, from
+ * +0): tests/kernels/lab_wgmma.cu measured wgmma and mma.sync equal bit for bit that way, and
+ * test_cuda_ops checks every variant against the register path. The n_split parts of K are the
+ * blocks of a cluster and combine as tcb's (tcb_combine).
+ * Block: 2 consumer warpgroups (64 W rows each: TCW_BN = 128 W rows x BM rows of x) and one
+ * producer warp whose lane 0 issues the copies. Stages of U k32 blocks in an S-slot ring, two
+ * mbarriers per slot: full (the producer's arrival with the stage's byte count) and empty (the 8
+ * consumer warps, once the wgmmas that read the slot are done). A consumer keeps two sets of A
+ * fragments: wgmma reads registers asynchronously, so a set is rewritten only after the group
+ * that used it has completed (wait_group 1 after each commit).
+ * Shared memory per stage: W tile row r (0..7) at r U KB, block u at + u KB (the packed bytes:
+ * row g of a tile at 64 g, chunk t at 16 t); then x: block u at 8 U KB + u BM 64, in the scratch
+ * layout (MMA h's descriptor at + 256 h: LBO 128, SBO 512, no swizzle). */
+#define TCW_BN 128
+#define TCW_MAX_BM 128
+#define TCW_THREADS 288
+#define TCW_MP 128 /* the scratch's rows are padded to this */
+
+/* sm_90a only (the host side compiles them too; the launcher checks FLINT_SM90A) */
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TCW_HAVE 1
+static __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+/* an arrival that also expects `bytes` of copies to land */
+static __device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t ok = 0;
+    while (!ok)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(ok)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+}
+static __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+/* a descriptor of a K-major operand without swizzle: start, LBO (next core matrix along k), SBO
+ * (next 8 rows), all in 16-byte units */
+static __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
+}
+
+static __device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+static __device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+static __device__ __forceinline__ void wg_wait1(void) { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
+static __device__ __forceinline__ void wg_wait0(void) { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+static __device__ __forceinline__ void wg_mma_n64(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                  uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%"
+                 "27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db));
+}
+static __device__ __forceinline__ void wg_mma_n128(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                   uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%"
+                 "27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%"
+                 "52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+                   "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+                   "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+                   "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db));
+}
+
+/* keeps the compiler from moving an accumulator between the asynchronous wgmmas that own it */
+static __device__ __forceinline__ void wg_hold(float *d, const int n) {
+#pragma unroll
+    for (int i = 0; i < TCW_MAX_BM / 2; i++)
+        if (i < n) asm volatile("" : "+f"(d[i])::"memory");
+}
+#else
+#define TCW_HAVE 0
+#endif
+
+/* x (M rows, ldx apart) into the scratch layout above; one thread per (row, k32 block) */
+static __global__ void tcw_permute_kernel(unsigned char *xp, const uint16_t *x, int ldx, int M, int K, int Mp, int nJ) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)nJ * Mp) return;
+    const int j = (int)(idx / Mp), m = (int)(idx % Mp);
+    pdl_wait();
+    uint4 c[4];
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        const int k = 32 * j + 8 * t;
+        c[t] = m < M && k < K ? __ldg((const uint4 *)(x + (size_t)m * ldx + k)) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    unsigned char *o = xp + (size_t)j * Mp * 64 + (m >> 3) * 512 + (m & 7) * 16;
+    *(uint4 *)(o) = make_uint4(c[0].x, c[1].x, c[2].x, c[3].x);
+    *(uint4 *)(o + 128) = make_uint4(c[0].y, c[1].y, c[2].y, c[3].y);
+    *(uint4 *)(o + 256) = make_uint4(c[0].z, c[1].z, c[2].z, c[3].z);
+    *(uint4 *)(o + 384) = make_uint4(c[0].w, c[1].w, c[2].w, c[3].w);
+}
+
+static __device__ __forceinline__ void gemm_tcw_body(unsigned char *smem, float *y, int ldy, const unsigned char *xp,
+                                                     int Mp, const uint16_t *w, int M, int N, int K, int accumulate,
+                                                     const int BM, const int U, const int S) {
+#if TCW_HAVE
+    const int stage_bytes = U * (8192 + 64 * BM);
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int n0 = blockIdx.y * TCW_BN, m0 = blockIdx.x * BM;
+    const int part = (int)cluster_rank(), ns = gridDim.z;
+    const int nJ = (K + 31) / 32, nq = (nJ + ns - 1) / ns;
+    const int jb = part * nq, je = min(nJ, jb + nq);
+    const int n_st = je > jb ? (je - jb + U - 1) / U : 0;
+    const uint32_t smem_s = (uint32_t)__cvta_generic_to_shared(smem);
+    const uint32_t bars = smem_s + S * stage_bytes; /* full[S], then empty[S] */
+    if (tid == 0) {
+        for (int s = 0; s < S; s++) {
+            mbar_init(bars + 8 * s, 1);
+            mbar_init(bars + 8 * (S + s), 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    pdl_wait(); /* the scratch comes from the kernel before */
+
+    float acc[TCW_MAX_BM / 2];
+#pragma unroll
+    for (int i = 0; i < TCW_MAX_BM / 2; i++) acc[i] = 0.0f;
+    if (wg == 2) { /* the producer warp: lane 0 issues every copy */
+        if (tid == 256) {
+            const int tiles = min(8, (N + 15) / 16 - n0 / 16);
+#pragma unroll 1
+            for (int it = 0; it < n_st; it++) {
+                const int slot = it % S, j0 = jb + it * U, nb = min(U, je - j0);
+                const uint32_t full = bars + 8 * slot, dst = smem_s + slot * stage_bytes;
+                if (it >= S) mbar_wait(bars + 8 * (S + slot), (uint32_t)((it / S - 1) & 1));
+                mbar_arrive_tx(full, (uint32_t)(nb * (tiles * 1024 + BM * 64)));
+                for (int r = 0; r < tiles; r++)
+                    bulk_g2s(dst + r * U * 1024, w + ((size_t)(n0 / 16 + r) * nJ + j0) * 512, (uint32_t)(nb * 1024),
+                             full);
+                for (int u = 0; u < nb; u++)
+                    bulk_g2s(dst + 8 * U * 1024 + u * BM * 64, xp + ((size_t)(j0 + u) * Mp + m0) * 64,
+                             (uint32_t)(BM * 64), full);
+            }
+        }
+    } else { /* consumers: warp wq of warpgroup wg holds W tile row r = 4 wg + wq */
+        const int lane = tid & 31, wq = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+        const int a_off = (4 * wg + wq) * U * 1024 + 64 * g + 16 * t;
+        uint4 fa[2][8][2]; /* [set][u][MMA h]: the A quads */
+#pragma unroll 1
+        for (int it = 0; it < n_st; it += 2) {
+#pragma unroll
+            for (int b = 0; b < 2; b++) {
+                const int i2 = it + b;
+                if (i2 >= n_st) break;
+                const int slot = i2 % S, j0 = jb + i2 * U;
+                mbar_wait(bars + 8 * slot, (uint32_t)((i2 / S) & 1));
+                const unsigned char *st = smem + slot * stage_bytes;
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    if (u >= U) break;
+                    const uint4 ra = *(const uint4 *)(st + a_off + u * 1024);       /* row g */
+                    const uint4 rb = *(const uint4 *)(st + a_off + u * 1024 + 512); /* row g + 8 */
+                    fa[b][u][0] = make_uint4(ra.x, rb.x, ra.y, rb.y);
+                    fa[b][u][1] = make_uint4(ra.z, rb.z, ra.w, rb.w);
+                }
+                wg_fence();
+                const uint32_t xs = smem_s + slot * stage_bytes + 8 * U * 1024;
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    if (u >= U) break;
+                    if (j0 + u < je) { /* block-uniform */
+                        const uint4 q0 = fa[b][u][0], q1 = fa[b][u][1];
+                        const uint64_t d0 = wg_desc(xs + u * BM * 64, 128, 512);
+                        const uint64_t d1 = wg_desc(xs + u * BM * 64 + 256, 128, 512);
+                        if (BM == 64) {
+                            wg_mma_n64(acc, q0.x, q0.y, q0.z, q0.w, d0);
+                            wg_mma_n64(acc, q1.x, q1.y, q1.z, q1.w, d1);
+                        } else {
+                            wg_mma_n128(acc, q0.x, q0.y, q0.z, q0.w, d0);
+                            wg_mma_n128(acc, q1.x, q1.y, q1.z, q1.w, d1);
+                        }
+                    }
+                }
+                wg_commit();
+                wg_wait1(); /* stage i2 - 1's wgmmas are done: release its slot */
+                wg_hold(acc, BM / 2);
+                if (i2 > 0 && lane == 0) mbar_arrive(bars + 8 * (S + (i2 - 1) % S));
+            }
+        }
+        wg_wait0();
+        wg_hold(acc, BM / 2);
+    }
+    __syncthreads(); /* every stage consumed: the partial tile goes over them */
+
+    /* this part's partial, [BM][LDR] floats; D: acc[4 q + e] at x row 8 q + 2 t + (e & 1), W row
+     * 16 r + g + 8 (e >> 1) of the block (r = 4 wg + wq) */
+    const int LDR = TCW_BN + TCB_PADF;
+    float *red = (float *)smem;
+    if (wg < 2) {
+        const int lane = tid & 31, wq = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int i = 0; i < TCW_MAX_BM / 2; i++) {
+            if (i >= BM / 2) break;
+            const int q = i >> 2, e = i & 3;
+            const int ml = 8 * q + 2 * t + (e & 1), nl = 16 * (4 * wg + wq) + g + 8 * (e >> 1);
+            red[ml * LDR + nl] = acc[i];
+        }
+    }
+    cluster_sync();
+    tcb_combine(smem_s, y, ldy, M, N, m0, n0, accumulate, TCW_BN, BM, LDR, TCW_THREADS, tid, part, ns);
+    cluster_sync_relaxed(); /* no block leaves while another still reads its partial */
+#else
+    __trap(); /* built without sm_90a: the launcher never picks this path (FLINT_SM90A) */
+#endif
+}
+
+#define GEMM_TCW_KERNEL(bm, u, st)                                                                                \
+    static __global__ void __launch_bounds__(TCW_THREADS, 1)                                                     \
+        gemm_tcw_m##bm##_s##st##_u##u##_kernel(float *y, int ldy, const unsigned char *xp, int Mp,               \
+                                               const uint16_t *w, int M, int N, int K, int accumulate) {          \
+        extern __shared__ __align__(128) unsigned char smem[];                                                    \
+        gemm_tcw_body(smem, y, ldy, xp, Mp, w, M, N, K, accumulate, bm, u, st);                                   \
+    }
+GEMM_TCW_KERNEL(128, 4, 3) /* 128 W rows x 128 x rows, k128 stages */
+GEMM_TCW_KERNEL(64, 4, 4)  /* 128 x 64 */
+GEMM_TCW_KERNEL(128, 2, 5) /* k64 stages: slower at every M (lab), kept for the comparison */
 
 #define GEMM_TCB_KERNEL(wn, wm, tn, tm, st, u, minb)                                                             \
     static __global__ void __launch_bounds__(32 * wn * wm, minb)                                                \
@@ -602,21 +871,29 @@ GEMM_TC_KERNEL(8, 4, 1, 0)
 typedef void (*gemm_tc_kernel_fn)(float *, int, const uint16_t *, int, const uint16_t *, int, int, int, int, int,
                                   int);
 
-/* Programmatic dependent launch of the register path (flint_cuda_gemm_configure); it changes no
- * bit of any output. */
-static int g_pdl = 1;
+/* Programmatic dependent launch of the register path, and the warpgroup path for the larger M
+ * (flint_cuda_gemm_configure); neither changes a bit of any output. */
+static int g_pdl = 1, g_wgmma = 1;
+#ifdef FLINT_SM90A
+#define FLINT_TCW_BUILT 1
+#else
+#define FLINT_TCW_BUILT 0
+#endif
 
-void flint_cuda_gemm_configure(int pdl) {
+void flint_cuda_gemm_configure(int pdl, int wgmma) {
     if (pdl >= 0) g_pdl = pdl != 0;
+    if (wgmma >= 0) g_wgmma = wgmma != 0;
 }
 typedef struct gemm_tc_variant {
-    int mt, nt, u, px, st; /* st: tcb's stages */
+    int mt, nt, u, px, st; /* st: tcb's and tcw's stages */
     int wn, wm, tn, tm;    /* wn > 0: the block-tile path (tcb), wn x wm warps of tn x tm MMA tiles */
+    int bm;                /* > 0: the warpgroup path (tcw), TCW_BN x bm tiles */
     gemm_tc_kernel_fn fn;
 } gemm_tc_variant;
-#define TC_VARIANT(mt, nt, u, px) {mt, nt, u, px, 0, 0, 0, 0, 0, gemm_tc_m##mt##_n##nt##_u##u##_p##px##_kernel}
+#define TC_VARIANT(mt, nt, u, px) {mt, nt, u, px, 0, 0, 0, 0, 0, 0, gemm_tc_m##mt##_n##nt##_u##u##_p##px##_kernel}
 #define TCB_VARIANT(wn, wm, tn, tm, st, u) \
-    {0, 0, u, 0, st, wn, wm, tn, tm, gemm_tcb_w##wn##x##wm##_t##tn##x##tm##_s##st##_u##u##_kernel}
+    {0, 0, u, 0, st, wn, wm, tn, tm, 0, gemm_tcb_w##wn##x##wm##_t##tn##x##tm##_s##st##_u##u##_kernel}
+#define TCW_VARIANT(bm, u, st) {0, 0, u, 0, st, 0, 0, 0, 0, bm, (gemm_tc_kernel_fn)gemm_tcw_m##bm##_s##st##_u##u##_kernel}
 static const gemm_tc_variant tc_variants[] = {
     TC_VARIANT(1, 1, 4, 1), TC_VARIANT(2, 1, 4, 1), TC_VARIANT(4, 1, 2, 1), TC_VARIANT(8, 1, 2, 0),
     TC_VARIANT(8, 4, 1, 0), /* 0-4: what flint_cuda_gemm_tc picks; lab alternatives follow */
@@ -624,17 +901,24 @@ static const gemm_tc_variant tc_variants[] = {
     TC_VARIANT(8, 1, 2, 1), TC_VARIANT(1, 2, 4, 1),
     TCB_VARIANT(4, 2, 4, 8, 5, 1), TCB_VARIANT(4, 2, 4, 8, 3, 2), TCB_VARIANT(2, 2, 4, 8, 4, 1),
     TCB_VARIANT(2, 2, 4, 8, 3, 2), TCB_VARIANT(2, 4, 4, 4, 4, 1), TCB_VARIANT(4, 1, 4, 8, 4, 1),
-    TCB_VARIANT(2, 2, 4, 4, 4, 1),
+    TCB_VARIANT(2, 2, 4, 4, 4, 1), TCW_VARIANT(128, 4, 3), TCW_VARIANT(64, 4, 4), TCW_VARIANT(128, 2, 5),
 };
 #define TC_N_VARIANTS ((int)(sizeof tc_variants / sizeof tc_variants[0]))
 #define TCB_128x128 13 /* TCB_VARIANT(2, 2, 4, 8, 4, 1) */
 #define TCB_128x64 17  /* TCB_VARIANT(2, 2, 4, 4, 4, 1) */
+#define TCW_128 18    /* TCW_VARIANT(128, 4, 3) */
+#define TCW_64 19     /* TCW_VARIANT(64, 4, 4) */
 #define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
 
 /* tcb: the tile's extent, threads, and shared memory (the stages, or the partial tile over them) */
 static int tcb_bn(const gemm_tc_variant *v) { return 16 * v->tn * v->wn; }
 static int tcb_bm(const gemm_tc_variant *v) { return 8 * v->tm * v->wm; }
+static int tcw_stage_bytes(const gemm_tc_variant *v) { return v->u * (8192 + 64 * v->bm); }
 static int gemm_smem(const gemm_tc_variant *v) {
+    if (v->bm) { /* the ring and its barriers, or the partial tile over the ring */
+        const int ring = v->st * tcw_stage_bytes(v) + 16 * v->st, red = v->bm * (TCW_BN + TCB_PADF) * (int)sizeof(float);
+        return ring > red ? ring : red;
+    }
     if (!v->wn) return 0;
     const int stages = v->st * (tcb_bn(v) + tcb_bm(v)) * 64 * v->u;
     const int red = tcb_bm(v) * (tcb_bn(v) + TCB_PADF) * (int)sizeof(float);
@@ -645,7 +929,7 @@ static int gemm_smem(const gemm_tc_variant *v) {
 static void smem_prepare(const gemm_tc_variant *v) {
     static unsigned char attr_set[64];
     const int idx = (int)(v - tc_variants);
-    if (v->wn && !attr_set[idx]) {
+    if ((v->wn || v->bm) && !attr_set[idx]) {
         CUDA_CHECK(
             cudaFuncSetAttribute((const void *)v->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, gemm_smem(v)));
         attr_set[idx] = 1;
@@ -656,13 +940,13 @@ static void smem_prepare(const gemm_tc_variant *v) {
  * part of K); the m tiles of an n tile are adjacent in launch order and share its weights in L2. */
 static void gemm_tcb_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx,
                             const uint16_t *w, int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
-    const int bn = tcb_bn(v), bm = tcb_bm(v), vec = 1;
+    const int bn = v->bm ? TCW_BN : tcb_bn(v), bm = v->bm ? v->bm : tcb_bm(v), vec = 1;
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     memset(&cfg, 0, sizeof cfg);
     memset(attr, 0, sizeof attr);
     cfg.gridDim = dim3((unsigned)((M + bm - 1) / bm), (unsigned)((N + bn - 1) / bn), (unsigned)n_split);
-    cfg.blockDim = dim3((unsigned)(32 * v->wn * v->wm), 1, 1);
+    cfg.blockDim = dim3((unsigned)(v->bm ? TCW_THREADS : 32 * v->wn * v->wm), 1, 1);
     cfg.dynamicSmemBytes = (size_t)gemm_smem(v);
     cfg.stream = s;
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -679,13 +963,97 @@ static void gemm_tcb_launch(const gemm_tc_variant *v, float *y, int ldy, const u
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)v->fn, args));
 }
 
+/* ==== tcw's scratch: the permuted x, per stream ====
+ * A stream's GEMMs run one after another, so one buffer per stream serves them all; two streams
+ * (the drafter's encodes beside the target) need two. Bindings are made at open, outside any
+ * step, and removed at close; a GEMM on a stream without one (or with one too small) takes the
+ * block tiles, which give the same bits. */
+#define TCW_MAX_BINDINGS 32
+typedef struct tcw_binding {
+    flint_cuda_stream s;
+    unsigned char *p;
+    size_t bytes;
+} tcw_binding;
+static tcw_binding g_bind[TCW_MAX_BINDINGS];
+static int g_n_bind;
+static pthread_mutex_t g_bind_mu = PTHREAD_MUTEX_INITIALIZER;
+
+size_t flint_cuda_gemm_scratch_bytes(int max_rows, int max_k) {
+    if (max_rows < 1 || max_k < 1) return 0;
+    return (size_t)((max_k + 31) / 32) * (size_t)((max_rows + TCW_MP - 1) / TCW_MP * TCW_MP) * 64;
+}
+
+void flint_cuda_gemm_scratch_bind(flint_cuda_stream s, void *p, size_t bytes) {
+    pthread_mutex_lock(&g_bind_mu);
+    FLINT_ASSERT(g_n_bind < TCW_MAX_BINDINGS);
+    for (int i = 0; i < g_n_bind; i++) FLINT_ASSERT(g_bind[i].s != s); /* one per stream */
+    g_bind[g_n_bind].s = s, g_bind[g_n_bind].p = (unsigned char *)p, g_bind[g_n_bind].bytes = bytes;
+    g_n_bind++;
+    pthread_mutex_unlock(&g_bind_mu);
+}
+
+void flint_cuda_gemm_scratch_unbind(flint_cuda_stream s) {
+    pthread_mutex_lock(&g_bind_mu);
+    for (int i = 0; i < g_n_bind; i++)
+        if (g_bind[i].s == s) {
+            g_bind[i] = g_bind[--g_n_bind];
+            break;
+        }
+    pthread_mutex_unlock(&g_bind_mu);
+}
+
+static unsigned char *tcw_scratch(flint_cuda_stream s, size_t need) {
+    unsigned char *p = NULL;
+    pthread_mutex_lock(&g_bind_mu);
+    for (int i = 0; i < g_n_bind; i++)
+        if (g_bind[i].s == s && g_bind[i].bytes >= need) p = g_bind[i].p;
+    pthread_mutex_unlock(&g_bind_mu);
+    return p;
+}
+
+/* tcw: x into the stream's scratch, then grid (m tiles, n tiles, n_split) in clusters of the
+ * n_split blocks of a tile, as tcb. Returns 0 when the stream has no scratch large enough. */
+static int gemm_tcw_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w,
+                           int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
+    const int Mp = (M + TCW_MP - 1) / TCW_MP * TCW_MP, nJ = (K + 31) / 32;
+    unsigned char *xp = tcw_scratch(s, flint_cuda_gemm_scratch_bytes(M, K));
+    if (!xp) return 0;
+    const size_t n = (size_t)nJ * Mp;
+    tcw_permute_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(xp, x, ldx, M, K, Mp, nJ);
+    CUDA_CHECK(cudaGetLastError());
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    memset(&cfg, 0, sizeof cfg);
+    memset(attr, 0, sizeof attr);
+    cfg.gridDim = dim3((unsigned)((M + v->bm - 1) / v->bm), (unsigned)((N + TCW_BN - 1) / TCW_BN), (unsigned)n_split);
+    cfg.blockDim = dim3(TCW_THREADS, 1, 1);
+    cfg.dynamicSmemBytes = (size_t)gemm_smem(v);
+    cfg.stream = s;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = (unsigned)n_split;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    FLINT_ASSERT(cfg.gridDim.y <= 65535);
+    const unsigned char *xpc = xp;
+    void *args[] = {&y, &ldy, &xpc, (void *)&Mp, &w, &M, &N, &K, &accumulate};
+    smem_prepare(v);
+    CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)v->fn, args));
+    return 1;
+}
+
 static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w,
                            int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
     FLINT_ASSERT(n_split == 1 || n_split == 2 || n_split == 4);
     FLINT_ASSERT((uintptr_t)w % 16 == 0); /* packed: tiles of 1 KB */
     /* vec: x's rows can be read in 16-byte chunks (W is packed, always) */
     const int vec = K % 8 == 0 && ldx % 8 == 0 && (uintptr_t)x % 16 == 0;
-    if (v->wn && !vec) v = &tc_variants[TC_FALLBACK_LARGE]; /* tcb copies x in 8-byte pieces of whole chunks */
+    /* tcb copies x in 8-byte pieces of whole chunks, tcw in 16-byte ones; tcw needs sm_90a */
+    if ((v->wn || v->bm) && !vec) v = &tc_variants[TC_FALLBACK_LARGE];
+    if (v->bm && !FLINT_TCW_BUILT) v = &tc_variants[TCB_128x128];
+    if (v->bm && gemm_tcw_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s)) return;
+    if (v->bm) v = &tc_variants[TCB_128x128]; /* no scratch bound to the stream */
     if (v->wn) {
         gemm_tcb_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
         return;
@@ -713,6 +1081,10 @@ static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
 void flint_cuda_gemm_init(void) {
     FLINT_ASSERT(tc_variants[TCB_128x128].wn == 2 && tc_variants[TCB_128x128].tm == 8 && tc_variants[TCB_128x128].st == 4);
     FLINT_ASSERT(tc_variants[TCB_128x64].wn == 2 && tc_variants[TCB_128x64].tm == 4 && tc_variants[TCB_128x64].st == 4);
+    FLINT_ASSERT(tc_variants[TCW_128].bm == 128 && tc_variants[TCW_128].u == 4 && tc_variants[TCW_64].bm == 64 &&
+                 tc_variants[TCW_64].u == 4);
+    for (int i = 0; i < TC_N_VARIANTS; i++) /* a ring of one slot deadlocks: a slot is released a stage late */
+        FLINT_ASSERT(!tc_variants[i].bm || tc_variants[i].st >= 2);
     for (int i = 0; i < TC_N_VARIANTS; i++) smem_prepare(&tc_variants[i]);
 }
 
@@ -727,9 +1099,12 @@ void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, con
      * ahead. With packed weights the lab (weights from HBM, one GEMM at a time) favours the
      * register tiles up to 64 rows (tc m8 n1 u2 p1) and 256 rows (variant 4) for layers of <= 4096
      * outputs, but the whole forward measured 3-6% slower with that choice (session 15), so the
-     * dispatch stays as it was. */
-    const int v = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? TCB_128x64 : M <= 128 && N <= 4096 ? 4
-                                                                                                       : TCB_128x128;
+     * dispatch stays as it was. Where built for sm_90a, the warpgroup path takes 33..64 rows
+     * (tcw 128 x 64, 1.04-1.22x the block tiles in the lab) and more (tcw 128 x 128, 1.2-1.5x),
+     * except the narrow layers' 65..128 rows (K <= 4096), where variant 4 stays (session 17). */
+    int v = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? TCB_128x64 : M <= 128 && N <= 4096 ? 4 : TCB_128x128;
+    if (g_wgmma && FLINT_TCW_BUILT && M > 32 && !(M > 64 && M <= 128 && N <= 4096 && K <= 4096))
+        v = M <= 64 ? TCW_64 : TCW_128;
     gemm_tc_launch(&tc_variants[v], y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
 }
 
@@ -749,7 +1124,8 @@ extern "C" const char *flint_cuda_gemm_tc_variant_split(float *y, int ldy, const
     static char names[TC_N_VARIANTS][32];
     FLINT_ASSERT(variant >= 0 && variant < TC_N_VARIANTS);
     const gemm_tc_variant *v = &tc_variants[variant];
-    if (v->wn)
+    if (v->bm) snprintf(names[variant], sizeof names[variant], "tcw %dx%d s%d u%d", TCW_BN, v->bm, v->st, v->u);
+    else if (v->wn)
         snprintf(names[variant], sizeof names[variant], "tcb %dx%d w%dx%d s%d u%d", tcb_bn(v), tcb_bm(v), v->wn, v->wm,
                  v->st, v->u);
     else snprintf(names[variant], sizeof names[variant], "tc m%d n%d u%d p%d", v->mt, v->nt, v->u, v->px);

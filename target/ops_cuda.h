@@ -156,9 +156,17 @@ void flint_cuda_gemm_init(void);
 /* Launch tuning for the whole process: pdl 1 (the default) launches the register-path GEMMs
  * (M <= 32, and 65..128 rows of narrow layers) with programmatic dependent launch: each starts
  * during the kernel before, streaming its first weights, and waits for it before reading
- * activations; 0 plain launches; negative keeps the setting. It changes no bit of any result:
- * for the lab and A/B benchmarks. */
-void flint_cuda_gemm_configure(int pdl);
+ * activations; 0 plain launches. wgmma 1 (the default, where the build has sm_90a) runs M > 32
+ * on the warpgroup path (wgmma), 0 on the mma.sync block tiles. Negative keeps a setting. Neither
+ * changes a bit of any result: for the lab and A/B benchmarks. */
+void flint_cuda_gemm_configure(int pdl, int wgmma);
+/* The wgmma path's scratch (x rearranged for the tensor cores; gemm_cuda.cu): bytes for GEMMs of
+ * up to max_rows rows and max_k inputs, and its binding to a stream (one per stream, made at open
+ * and removed at close, outside any step or capture). A GEMM on a stream without a large enough
+ * binding takes the block tiles, which give the same bits. */
+size_t flint_cuda_gemm_scratch_bytes(int max_rows, int max_k);
+void flint_cuda_gemm_scratch_bind(flint_cuda_stream s, void *p, size_t bytes);
+void flint_cuda_gemm_scratch_unbind(flint_cuda_stream s);
 
 /* ==== Packed weights: what every flint_cuda_gemm_tc* reads as W ====
  * W [N][K] bf16 is stored as ceil(N / 16) x ceil(K / 32) tiles of 512 elements in the order the

@@ -199,9 +199,10 @@ void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *in
  * of one. Every rank must call it at the same time. */
 int flint_target_debug_tp_exchange(flint_target *t, int rows, int reps, double *ms, flint_err *err);
 /* Benchmarks: the GEMMs' launch tuning for the whole process (ops_cuda.h,
- * flint_cuda_gemm_configure: programmatic dependent launch on (1) or off (0); negative keeps the
- * setting). Results are the same bits either way. No-op without CUDA. */
-void flint_target_cuda_tuning(int pdl);
+ * flint_cuda_gemm_configure: programmatic dependent launch on (1) or off (0), the wgmma path for
+ * M > 32 on (1) or off (0); negative keeps a setting). Results are the same bits either way.
+ * No-op without CUDA. */
+void flint_target_cuda_tuning(int pdl, int wgmma);
 /* Device memory held by the CUDA forward (0 on the CPU). */
 size_t flint_target_device_bytes(const flint_target *t);
 /* The options as resolved at open (no zeros left: max_len, kv_blocks, n_threads filled in). */

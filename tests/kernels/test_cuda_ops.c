@@ -596,10 +596,10 @@ static void test_gemm_tc_variants_k(int N, int K, int ldx, int ldy, int accumula
     dbuf dx = dnew_up(xh, sizeof(uint16_t) * MB * ldx), dw0 = dnew_up(wh, sizeof(uint16_t) * N * K);
     dbuf dw = dpack(&dw0, N, K);
     dbuf d1 = dnew_up(y0, ybytes), dm = dnew(ybytes);
-    flint_cuda_gemm_configure(0); /* the reference: plain launches */
+    flint_cuda_gemm_configure(0, 0); /* the reference: plain launches, no wgmma (the variants hold it) */
     flint_cuda_gemm_tc_split(d1.p, ldy, dx.p, ldx, dw.p, MB, N, K, accumulate, n_split, NULL);
     down(want, &d1);
-    flint_cuda_gemm_configure(1); /* the variants: programmatic dependent launches */
+    flint_cuda_gemm_configure(1, 1); /* the variants: programmatic dependent launches */
     for (int v = 0; v < flint_cuda_gemm_tc_variants(); v++) {
         size_t bad = 0, nf = 0, total = 0;
         int untouched = 1;
@@ -1118,7 +1118,7 @@ static void lab_gemm_small(void) {
         for (int mi = 0; mi < 4; mi++)
             for (int pdl = 0; pdl < 2; pdl++) {
                 const int M = ms[mi], v = M <= 8 ? 0 : M <= 16 ? 1 : 2;
-                flint_cuda_gemm_configure(pdl);
+                flint_cuda_gemm_configure(pdl, -1);
                 double us = time_gemm(v, lw.y, lw.x, lw.packed, lw.packed_bytes, lw.copies, M, N, K);
                 double bytes = (double)lw.raw_bytes + (double)M * K * 2 + (double)M * N * 4;
                 printf("%5d %6d %6d %4d %10.1f %7.2f %8.2f\n", M, N, K, pdl, us, bytes / us * 1e-6,
@@ -1126,7 +1126,7 @@ static void lab_gemm_small(void) {
             }
         lab_w_free(&lw);
     }
-    flint_cuda_gemm_configure(1); /* the default */
+    flint_cuda_gemm_configure(1, 1); /* the default */
 }
 
 /* Attention at qwen3-8b's shape (32 q heads, 8 KV heads, d 128, paged blocks of 16 at shuffled
@@ -1262,15 +1262,18 @@ static void lab_attention(void) {
 int main(int argc, char **argv) {
     uint64_t seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
     const char *env = getenv("FLINT_SEED");
-    int lab = 1, quick = 0, lab_small = 0;
+    int lab = 1, quick = 0, lab_small = 0, one[4] = {-1, 0, 0, 0};
     if (env && *env) seed = strtoull(env, NULL, 10);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--no-lab")) lab = 0;
         else if (!strcmp(argv[i], "--quick")) quick = 1, guard = 0;
         else if (!strcmp(argv[i], "--lab-small")) lab_small = 1;
+        else if (!strcmp(argv[i], "--lab-gemm") && i + 4 < argc)
+            for (int k = 0; k < 4; k++) one[k] = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--seed N] [--no-lab] [--quick] [--lab-small]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--seed N] [--no-lab] [--quick] [--lab-small] [--lab-gemm VARIANT M N K]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -1287,6 +1290,21 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("test_cuda_ops: %s, %d SMs, L2 %d MB; seed %llu (rerun with FLINT_SEED=%llu)\n\n", prop.name,
            prop.multiProcessorCount, prop.l2CacheSize >> 20, (unsigned long long)seed, (unsigned long long)seed);
+    /* the wgmma GEMMs' scratch for the default stream: up to 512 rows of K = 12288 (the lab's
+     * and the tests' largest) */
+    void *gemm_scratch = NULL;
+    const size_t gemm_scratch_bytes = flint_cuda_gemm_scratch_bytes(512, 12288);
+    CK(cudaMalloc(&gemm_scratch, gemm_scratch_bytes));
+    flint_cuda_gemm_scratch_bind(NULL, gemm_scratch, gemm_scratch_bytes);
+    if (one[0] >= 0) { /* one GEMM variant at one shape (for a profiler) */
+        lab_w lw = lab_w_make(one[2], one[3], one[1]);
+        const double us = time_gemm(one[0], lw.y, lw.x, lw.packed, lw.packed_bytes, lw.copies, one[1], one[2], one[3]);
+        printf("%s M %d N %d K %d: %.1f us, %.1f TFLOP/s\n",
+               flint_cuda_gemm_tc_variant(NULL, 0, NULL, 0, NULL, 0, 0, 0, 0, one[0], NULL), one[1], one[2], one[3], us,
+               2.0 * one[1] * one[2] * one[3] / us * 1e-6);
+        lab_w_free(&lw);
+        return 0;
+    }
     if (lab_small) { /* the small-M GEMM lab alone */
         lab_gemm_small();
         return 0;
@@ -1467,5 +1485,7 @@ int main(int argc, char **argv) {
         lab_attention();
     }
     CK(cudaDeviceSynchronize());
+    flint_cuda_gemm_scratch_unbind(NULL);
+    CK(cudaFree(gemm_scratch));
     return status;
 }

@@ -32,7 +32,7 @@ echo "== build"
 bin="" how=""
 : > "$OUT/build.log"
 if command -v cmake >/dev/null && command -v nvcc >/dev/null &&
-   cmake -S tests/kernels -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+   cmake -S tests/kernels -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release \
          -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" >> "$OUT/build.log" 2>&1 &&
    cmake --build "$B" -j"$jobs" --target test_cuda_ops >> "$OUT/build.log" 2>&1; then
     bin=$B/test_cuda_ops how=cmake
@@ -43,13 +43,13 @@ else
         echo "trying nvcc + gcc directly"
         d=$B/direct inc="$(dirname "$(dirname "$(command -v nvcc)")")/include"
         mkdir -p "$d"
-        if nvcc -O3 -arch=sm_90 -I. -c target/ops_cuda.cu -o "$d/ops_cuda.o" >> "$OUT/build.log" 2>&1 &&
-           nvcc -O3 -arch=sm_90 -I. -c target/attn_cuda.cu -o "$d/attn_cuda.o" >> "$OUT/build.log" 2>&1 &&
-           nvcc -O3 -arch=sm_90 -I. -c target/gemm_cuda.cu -o "$d/gemm_cuda.o" >> "$OUT/build.log" 2>&1 &&
+        if nvcc -O3 -arch=sm_90a -DFLINT_SM90A -I. -c target/ops_cuda.cu -o "$d/ops_cuda.o" >> "$OUT/build.log" 2>&1 &&
+           nvcc -O3 -arch=sm_90a -DFLINT_SM90A -I. -c target/attn_cuda.cu -o "$d/attn_cuda.o" >> "$OUT/build.log" 2>&1 &&
+           nvcc -O3 -arch=sm_90a -DFLINT_SM90A -I. -c target/gemm_cuda.cu -o "$d/gemm_cuda.o" >> "$OUT/build.log" 2>&1 &&
            gcc -O2 -std=c11 -D_GNU_SOURCE -ffp-contract=off -I. -Itests -I"$inc" -c tests/kernels/test_cuda_ops.c -o "$d/test.o" >> "$OUT/build.log" 2>&1 &&
            gcc -O2 -std=c11 -D_GNU_SOURCE -ffp-contract=off -I. -c target/ops_cpu.c -o "$d/ops_cpu.o" >> "$OUT/build.log" 2>&1 &&
            gcc -O2 -std=c11 -D_GNU_SOURCE -I. -c core/status.c -o "$d/status.o" >> "$OUT/build.log" 2>&1 &&
-           nvcc -arch=sm_90 "$d/test.o" "$d/ops_cuda.o" "$d/attn_cuda.o" "$d/gemm_cuda.o" "$d/ops_cpu.o" "$d/status.o" -o "$d/test_cuda_ops" -lm >> "$OUT/build.log" 2>&1; then
+           nvcc -arch=sm_90a "$d/test.o" "$d/ops_cuda.o" "$d/attn_cuda.o" "$d/gemm_cuda.o" "$d/ops_cpu.o" "$d/status.o" -o "$d/test_cuda_ops" -lm >> "$OUT/build.log" 2>&1; then
             bin=$d/test_cuda_ops how="nvcc+gcc (cmake failed)"
         else
             tail -15 "$OUT/build.log"
