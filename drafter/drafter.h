@@ -99,9 +99,17 @@ typedef struct flint_drafter_ctx_batch {
     const int32_t *row_seq;
     int n_seqs;
     const int32_t *const *block_tables;
+    /* CUDA drafter with device taps: 1 lets it hold the rows (their taps gathered now, so the
+     * caller may overwrite its taps; their K/V computed by the next draft, non-deferred encode or
+     * flint_drafter_flush). Until then the block-table entries of the held rows must not change:
+     * flush before freeing a sequence. Ignored elsewhere (the rows are encoded at once). */
+    int defer;
 } flint_drafter_ctx_batch;
 
 int flint_drafter_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err);
+/* Encodes the held rows now (see defer above), reading their block tables from block_tables
+ * (indexed by row_seq); a no-op when none are held or on the CPU. */
+int flint_drafter_flush(flint_drafter *d, const int32_t *const *block_tables, flint_err *err);
 
 /* One draft request: anchor x0 at position pos (the context is positions < pos, already
  * encoded), n_draft tokens wanted (1..max_draft). temperature 0 or greedy = 1: argmax drafts

@@ -30,6 +30,14 @@ static int check_table(const flint_drafter *d, const int32_t *bt, int upto_pos, 
     return 0;
 }
 
+int flint_drafter_flush(flint_drafter *d, const int32_t *const *block_tables, flint_err *err) {
+#ifdef FLINT_HAVE_CUDA
+    if (d->cuda) return flint_drafter_flush_cuda(d, block_tables, err);
+#endif
+    (void)d, (void)block_tables, (void)err;
+    return 0;
+}
+
 int flint_drafter_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err) {
     const flint_drafter_config *c = &d->cfg;
     flint_drafter_state *s = &d->s;

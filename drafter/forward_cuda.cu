@@ -320,6 +320,8 @@ struct flint_drafter_cuda {
     uint16_t *taps_b, *ctxn;
     /* draft scratch, max_reqs * B rows */
     float *x, *qkv, *gu, *u, *attn_scratch;
+    unsigned char *enc_gemm_scratch; /* the encode stream's wgmma GEMM scratch (target/ops_cuda.h) */
+    size_t enc_gemm_scratch_bytes;   /* (the block forward uses the target's, on its stream) */
     uint16_t *xn, *att, *act, *hfin;
     float *lt;     /* [max_reqs][vocab] corrected logits in target ids (reduced vocabulary) */
     float *q;      /* [max_reqs][max_draft][vocab] draft distributions */
@@ -343,6 +345,12 @@ struct flint_drafter_cuda {
     int32_t *h_toks;            /* pinned [max_draft][max_reqs] */
     float *h_conf;              /* pinned [max_reqs][max_draft] */
     int32_t *h_seq_map;         /* [max_tables] caller sequence of each renumbered one */
+    /* Held encode rows (flint_drafter_ctx_batch.defer): their taps gathered into taps_b[0, n_held)
+     * on the target's stream, their K/V computed by the next flush (hold_encode, flush_held) */
+    int n_held;
+    int32_t *held_pos, *held_seq; /* host [max_rows] */
+    int32_t *h_held_src;          /* pinned [max_rows]: the gathers' source rows, ... */
+    int32_t *held_src;            /* ... and on the device */
     int qkv_dim, bt_stride, max_tables, R_max;
     /* captured graphs (encode, draft) and their cost */
     dgraph_pool enc_graphs, draft_graphs;
@@ -420,6 +428,9 @@ static void carve(const flint_drafter *d, struct flint_drafter_cuda *g, flint_ar
     g->ctx = DNEW(a, float, C * H);
     g->ctxn = DNEW(a, uint16_t, C * H);
     g->ckv = DNEW(a, float, C * 2 * kvd);
+    g->held_src = DNEW(a, int32_t, C);
+    g->enc_gemm_scratch_bytes = flint_cuda_gemm_scratch_bytes((int)C, (int)(nT * H));
+    g->enc_gemm_scratch = DNEW(a, unsigned char, g->enc_gemm_scratch_bytes);
     g->x = DNEW(a, float, R * H);
     g->xn = DNEW(a, uint16_t, R * H);
     g->qkv = DNEW(a, float, R * qkv);
@@ -547,15 +558,22 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
     g->lm_head = own_head ? g->own_head : tv.lm_head;
     void *hp = NULL;
     size_t K = (size_t)c->max_draft, Q = (size_t)d->opts.max_reqs;
-    CUDA_OK(cudaMallocHost(&hp, g->pl.bytes + 16 + sizeof(int32_t) * K * Q + sizeof(float) * Q * K), "pinned staging");
+    const size_t C = (size_t)d->opts.max_rows;
+    CUDA_OK(cudaMallocHost(&hp, g->pl.bytes + 16 + sizeof(int32_t) * K * Q + sizeof(float) * Q * K +
+                                    sizeof(int32_t) * C),
+            "pinned staging");
     g->hpar = (char *)hp;
     g->h_toks = (int32_t *)(g->hpar + ((g->pl.bytes + 15) & ~(size_t)15));
     g->h_conf = (float *)(g->h_toks + K * Q);
+    g->h_held_src = (int32_t *)(g->h_conf + Q * K);
+    g->held_pos = (int32_t *)flint_xmalloc(sizeof(int32_t) * C);
+    g->held_seq = (int32_t *)flint_xmalloc(sizeof(int32_t) * C);
     g->h_seq_map = (int32_t *)flint_xmalloc(sizeof(int32_t) * (size_t)g->max_tables);
     CUDA_OK(cudaEventCreateWithFlags(&g->staged, cudaEventDisableTiming), "event");
     int prio_low = 0, prio_high = 0;
     CUDA_OK(cudaDeviceGetStreamPriorityRange(&prio_low, &prio_high), "stream priorities");
     CUDA_OK(cudaStreamCreateWithPriority(&g->es, cudaStreamNonBlocking, prio_low), "encode stream");
+    flint_cuda_gemm_scratch_bind((flint_cuda_stream)g->es, g->enc_gemm_scratch, g->enc_gemm_scratch_bytes);
     CUDA_OK(cudaEventCreateWithFlags(&g->queued, cudaEventDisableTiming), "event");
     CUDA_OK(cudaEventCreateWithFlags(&g->gathered, cudaEventDisableTiming), "event");
     CUDA_OK(cudaEventCreateWithFlags(&g->encoded, cudaEventDisableTiming), "event");
@@ -612,9 +630,14 @@ void flint_drafter_cuda_free(flint_drafter *d) {
     if (g->queued) cudaEventDestroy(g->queued);
     if (g->gathered) cudaEventDestroy(g->gathered);
     if (g->encoded) cudaEventDestroy(g->encoded);
-    if (g->es) cudaStreamDestroy(g->es);
+    if (g->es) {
+        flint_cuda_gemm_scratch_unbind((flint_cuda_stream)g->es);
+        cudaStreamDestroy(g->es);
+    }
     free(g->layers);
     free(g->h_seq_map);
+    free(g->held_pos);
+    free(g->held_seq);
     free(g);
     d->cuda = NULL;
 }
@@ -841,10 +864,15 @@ void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info 
  * (a row that exists). The work goes to es after everything already queued on the target's
  * stream; the target's stream waits only for the gather (one gather for host and device taps:
  * host taps are copied to g->taps with source row r = r, bf16 of the same value either way). */
+static int hold_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err);
+
 int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err) {
     struct flint_drafter_cuda *g = d->cuda;
     const flint_drafter_config *c = &d->cfg;
     CUDA_OK(cudaSetDevice(g->device), "select device");
+    if (b->defer && b->taps_device) return hold_encode(d, b, err);
+    /* held rows first: their taps sit where this call's gather writes */
+    if (flint_drafter_flush_cuda(d, b->block_tables, err)) return -1;
     CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
     const int graphed = !d->opts.enforce_eager;
     int R = b->n_rows, n_used = 0;
@@ -882,6 +910,74 @@ int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b
     return 0;
 }
 
+/* Deferred encodes (flint_drafter_ctx_batch.defer): a step that drafts nothing still commits rows,
+ * and encoding them at once costs its host ~8 CUDA calls while the GPU waits for the next forward
+ * (docs/benchmarks.md, session 16). Holding them costs two: the source rows' upload and the taps'
+ * gather into taps_b after the rows already held, both on the target's stream (before its next
+ * forward overwrites the taps). The K/V follow in one encode over every held row at the next
+ * flush: before a draft (which reads them), before an encode that is not deferred (its gather
+ * writes taps_b from row 0), when taps_b is full, and when the engine frees a sequence (the
+ * flush reads the block tables as they are then). */
+static int hold_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err) {
+    struct flint_drafter_cuda *g = d->cuda;
+    const int R = b->n_rows, nTH = d->cfg.n_taps * d->cfg.hidden_size;
+    if (g->n_held + R > d->opts.max_rows && flint_drafter_flush_cuda(d, b->block_tables, err)) return -1;
+    if (g->n_held == 0) {
+        /* a new run of held rows: the last encode has read taps_b and the source rows uploaded
+         * before it (its graph waited for them) */
+        CUDA_OK(cudaEventSynchronize(g->encoded), "drafter (the previous encode)");
+    }
+    const int P = g->n_held;
+    for (int r = 0; r < R; r++) {
+        g->h_held_src[P + r] = b->src_rows ? b->src_rows[r] : r;
+        g->held_pos[P + r] = b->pos[r];
+        g->held_seq[P + r] = b->row_seq[r];
+    }
+    CUDA_OK(cudaMemcpyAsync(g->held_src + P, g->h_held_src + P, sizeof(int32_t) * (size_t)R, cudaMemcpyHostToDevice,
+                            g->stream),
+            "held rows upload");
+    gather_bf16(g->taps_b + (size_t)P * nTH, b->taps_device, g->held_src + P, R, nTH, (flint_cuda_stream)g->stream);
+    CUDA_OK(cudaGetLastError(), "held rows gather");
+    g->n_held += R;
+    return 0;
+}
+
+/* The held rows' K/V: the encode of flint_drafter_encode_cuda over taps_b [0, n_held), with the
+ * block tables as they are now, on es after the gathers queued on the target's stream. */
+int flint_drafter_flush_cuda(flint_drafter *d, const int32_t *const *block_tables, flint_err *err) {
+    struct flint_drafter_cuda *g = d->cuda;
+    if (!g || g->n_held == 0) return 0;
+    CUDA_OK(cudaSetDevice(g->device), "select device");
+    CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
+    const int graphed = !d->opts.enforce_eager, P = g->n_held;
+    int n_used = 0;
+    dgraph_key k;
+    memset(&k, 0, sizeof k);
+    k.rows = graphed ? pad_bucket(P, d->opts.max_rows) : P;
+    int32_t *pos = HP(g, e_pos, int32_t), *rs = HP(g, e_row_seq, int32_t), *src = HP(g, e_src, int32_t);
+    for (int r = 0; r < P; r++) {
+        pos[r] = g->held_pos[r];
+        src[r] = r;
+        rs[r] = stage_table(g, &n_used, g->held_seq[r], block_tables[g->held_seq[r]], g->held_pos[r] / d->block + 1);
+    }
+    /* padded rows: the sink, over whatever taps_b rows an earlier call left (rows are independent) */
+    for (int r = P; r < k.rows; r++) pos[r] = 0, src[r] = 0, rs[r] = g->max_tables;
+    g->n_held = 0;
+    CUDA_OK(cudaEventRecord(g->queued, g->stream), "event");
+    CUDA_OK(cudaStreamWaitEvent(g->es, g->queued, 0), "encode stream wait");
+    if (upload_params(g, n_used, g->es, err)) return -1;
+    if (graphed) {
+        cudaGraphExec_t exec = NULL;
+        if (dgraph_get(d, &g->enc_graphs, &k, launch_encode, g->es, &exec, err)) return -1;
+        CUDA_OK(cudaGraphLaunch(exec, g->es), "encode graph launch");
+    } else {
+        launch_encode(d, &k);
+    }
+    CUDA_OK(cudaEventRecord(g->encoded, g->es), "event");
+    CUDA_OK(cudaGetLastError(), "encode");
+    return 0;
+}
+
 /* Rows [0, n) of each request's [max_draft][width] output block, device (pitch src_pitch floats
  * per request) to host (pitch dst_pitch), n = n_draft; requests with skip[i] are left alone. One
  * 2D copy when every request takes the same rows. */
@@ -913,6 +1009,7 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
     struct flint_drafter_cuda *g = d->cuda;
     const flint_drafter_config *c = &d->cfg;
     CUDA_OK(cudaSetDevice(g->device), "select device");
+    if (flint_drafter_flush_cuda(d, bts, err)) return -1; /* the held rows are context too */
     CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
     /* the context the last encode wrote, and its reads of dpar done before this upload rewrites it */
     CUDA_OK(cudaStreamWaitEvent(g->stream, g->encoded, 0), "draft waits for the encode");

@@ -926,7 +926,8 @@ static void test_graphs(void) {
                       cudaMemcpyHostToDevice));
 
     /* encode every position of every sequence, the sequences' rows interleaved (a call mixes
-     * sequences), in calls of 5, 11, 37, 1, 9, 64, 3 and 200 rows, host or device taps */
+     * sequences), in calls of 5, 11, 37, 1, 9, 64, 3 and 200 rows, host or device taps (the graph
+     * drafter holding the device-taps rows: flint_drafter_ctx_batch.defer) */
     int32_t *order = malloc(sizeof(int32_t) * total), *pos = malloc(sizeof(int32_t) * total);
     int32_t *rsq = malloc(sizeof(int32_t) * total), *src = malloc(sizeof(int32_t) * total);
     float *chunk = malloc(sizeof(float) * (size_t)200 * nTH);
@@ -949,7 +950,11 @@ static void test_graphs(void) {
                                      .block_tables = (const int32_t *const *)tables};
         if (device) b.taps_device = dtaps, b.src_rows = src;
         else b.taps = chunk;
+        /* the graph drafter holds its device-taps rows (defer): they are encoded by the next
+         * host-taps call or the first draft, against the eager drafter's immediate encodes */
+        b.defer = device;
         enc_fail += flint_drafter_encode(dg, &b, &err) != 0;
+        b.defer = 0;
         enc_fail += flint_drafter_encode(de, &b, &err) != 0;
         n_dev += device;
         at += R;

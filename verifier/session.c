@@ -92,6 +92,11 @@ void flint_engine_cancel(flint_engine *e, int sid) {
 
 void flint_engine_session_free(flint_engine *e, int sid) {
     session *s = &e->ss[sid];
+    if (e->dft) { /* held drafter rows read their block tables when encoded: before these go */
+        flint_err ferr;
+        if (flint_drafter_flush(e->dft, e->tables, &ferr))
+            flint_log_error("engine: drafter flush before freeing a sequence: %s", ferr.msg);
+    }
     /* what this session computed stays reusable: positions before its anchor hold valid target KV
      * and drafter context (after a partial prefill, the prefilled positions) */
     if (s->st == S_RUNNING || s->st == S_DONE) flint_engine_register_blocks(e, s, s->pos);

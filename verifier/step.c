@@ -287,6 +287,9 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     }
     if (e->dft && C > 0) {
         flint_drafter_ctx_batch cb = ctx_batch(e, C, e->tap_src);
+        /* a step that drafted nothing lets the GPU drafter hold the rows (one gather now, their
+         * K/V with the next draft's): the host goes on to the next forward sooner */
+        cb.defer = e->o.dynamic_draft && k_step == 0;
         mark(e, &e->prof.host_ms);
         if (flint_drafter_encode(e->dft, &cb, err)) return -1;
         mark(e, &e->prof.encode_ms);
