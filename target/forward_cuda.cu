@@ -557,9 +557,7 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
         if (row_parallel(t, g, g->act, I, ly->w_down, R, err)) return -1;
         for (int j = 0; j < k->n_taps; j++)
             if (k->tap_layers[j] == l)
-                CUDA_OK(cudaMemcpy2DAsync(g->taps + (size_t)j * H, sizeof(float) * (size_t)k->n_taps * H, g->x,
-                                          sizeof(float) * H, sizeof(float) * H, R, cudaMemcpyDeviceToDevice, st),
-                        "tap copy");
+                flint_cuda_copy_rows(g->taps + (size_t)j * H, k->n_taps * (int)H, g->x, (int)H, R, (int)H, s);
     }
     if (k->n_logit > 0) {
         const int V = c->vocab_size, NV = t->nv, L = k->n_logit;

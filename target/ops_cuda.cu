@@ -314,6 +314,27 @@ void flint_cuda_swiglu(uint16_t *out, int ldo, const float *gu, int ldg, int n_r
     CUDA_CHECK(cudaGetLastError());
 }
 
+static __global__ void copy_rows_kernel(float *dst, int ldd, const float *src, int lds, int n, int vec) {
+    const float *in = src + (size_t)blockIdx.y * lds;
+    float *out = dst + (size_t)blockIdx.y * ldd;
+    if (vec) {
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n / 4; i += gridDim.x * blockDim.x)
+            ((float4 *)out)[i] = ((const float4 *)in)[i];
+    } else {
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
+    }
+}
+
+void flint_cuda_copy_rows(float *dst, int ldd, const float *src, int lds, int n_rows, int n, flint_cuda_stream s) {
+    FLINT_ASSERT(n_rows >= 0 && n_rows <= 65535 && n > 0 && ldd >= n && lds >= n);
+    if (n_rows == 0) return;
+    const int vec = n % 4 == 0 && ldd % 4 == 0 && lds % 4 == 0 && (uintptr_t)dst % 16 == 0 && (uintptr_t)src % 16 == 0;
+    int bx = ((vec ? n / 4 : n) + 255) / 256;
+    if (bx > 16) bx = 16;
+    copy_rows_kernel<<<dim3(bx, n_rows), 256, 0, s>>>(dst, ldd, src, lds, n, vec);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 static __global__ void add_kernel(float *y, const float *x, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         y[i] = __fadd_rn(y[i], x[i]);

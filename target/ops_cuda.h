@@ -118,6 +118,9 @@ void flint_cuda_swiglu(uint16_t *out, int ldo, const float *gu, int ldg, int n_r
 
 /* y[i] += x[i], fp32, i < n. */
 void flint_cuda_add(float *y, const float *x, size_t n, flint_cuda_stream s);
+/* dst[r][0..n) = src[r][0..n) for n_rows rows, ldd / lds floats apart: a kernel, not a 2D
+ * memcpy (a copy-engine node in a captured forward cost ~10-30 us per tap layer, H200). */
+void flint_cuda_copy_rows(float *dst, int ldd, const float *src, int lds, int n_rows, int n, flint_cuda_stream s);
 
 /* y[m][n] (+)= sum_k x[m][k] * w[n][k]: x bf16 [M][ldx], w bf16 [N][K] (row-major, a linear
  * layer's weight as stored), y fp32 [M][ldy]; fp32 accumulation; accumulate adds the product to

@@ -461,6 +461,29 @@ static void test_add(size_t n) {
     free(y), free(x), free(got);
 }
 
+/* rows of n floats from a [rows][lds] matrix into columns off.. of a [rows][ldd] one (the taps'
+ * layout); the destination's other columns (NaN) must stay */
+static void test_copy_rows(int rows, int n, int lds, int ldd, int off) {
+    const size_t ns = (size_t)rows * lds, nd = (size_t)rows * ldd;
+    float *src = xmalloc(sizeof(float) * ns), *dst = xmalloc(sizeof(float) * nd), *got = xmalloc(sizeof(float) * nd);
+    rand_f32(src, ns, -10, 10);
+    memset(dst, 0xFF, sizeof(float) * nd);
+    dbuf ds = dnew_up(src, sizeof(float) * ns), dd = dnew_up(dst, sizeof(float) * nd);
+    flint_cuda_copy_rows((float *)dd.p + off, ldd, ds.p, lds, rows, n, NULL);
+    down(got, &dd);
+    size_t bad = 0;
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < ldd; i++) {
+            const float *want = i >= off && i < off + n ? &src[(size_t)r * lds + i - off] : &dst[(size_t)r * ldd + i];
+            bad += memcmp(want, &got[(size_t)r * ldd + i], sizeof(float)) != 0;
+        }
+    char cas[96];
+    snprintf(cas, sizeof cas, "%d rows of %d, lds %d, ldd %d, at %d", rows, n, lds, ldd, off);
+    bits_row("copy-rows", cas, bad, nd, 0, guards_ok(&dd));
+    dfree(&ds), dfree(&dd);
+    free(src), free(dst), free(got);
+}
+
 /* ==== GEMM ==== */
 
 /* The two GEMMs under test: flint_cuda_gemm (CUDA cores) and flint_cuda_gemm_tc (tensor cores). */
@@ -1338,6 +1361,8 @@ int main(int argc, char **argv) {
     test_swiglu(64, 12288);
 
     test_add(100003);
+    test_copy_rows(64, 256, 256, 768, 512); /* the taps of flint-tiny's third tap layer */
+    test_copy_rows(7, 37, 41, 100, 3);      /* unaligned: the element-wise path */
 
     test_gemm(1, 64, 64, 64, 64, 0);
     test_gemm(3, 100, 72, 72, 101, 0);
