@@ -319,6 +319,39 @@ static void test_engine(void) {
     }
     printf("  target-only, 64 prompts x %d tokens at batch 64: %.2f s\n", GEN, t_plain);
 
+    /* dynamic draft lengths, with a given cost model that makes drafting dear (most steps K = 0,
+     * which hold their committed rows' encodes in the drafter until the next drafting step or
+     * sequence end; exploring steps draft now and then) and then cheap: greedy output stays
+     * target-only's, and the steps were of the kinds intended */
+    for (int cheap = 0; cheap < 2; cheap++) {
+        flint_engine_options od = o;
+        od.dynamic_draft = 1;
+        od.dyn_fixed_ms = 0.3, od.dyn_row_ms = 0.001, od.dyn_draft_ms = cheap ? 0.01 : 0.6;
+        flint_engine *dy = flint_engine_open(&od, &err);
+        CHECKF(dy != NULL, "dynamic engine: %s", err.msg);
+        if (!dy) break;
+        static const int dyn_batches[] = {1, 8, 64};
+        for (int bi = 0; bi < 3; bi++) {
+            int B = dyn_batches[bi], n = B < 8 ? 8 : B;
+            memset(spec, 0xff, sizeof spec);
+            run(dy, ids, n_ids, n, B, 1, 7, spec, &st);
+            int same = 0;
+            for (int i = 0; i < n; i++) same += !memcmp(spec[i], plain[i], sizeof(int32_t) * GEN);
+            printf("  dynamic (drafting %s) batch %2d: %2d/%2d prompts identical to target-only greedy; AL %.3f\n",
+                   cheap ? "cheap" : "dear", B, same, n, flint_spec_stats_mean_al(&st));
+            CHECKF(same == n, "dynamic, batch %d: %d of %d greedy outputs differ from target-only", B, n - same, n);
+        }
+        int64_t hist[FLINT_MAX_DRAFT + 1];
+        flint_engine_step_k_hist(dy, hist);
+        int64_t drafting = 0;
+        for (int k = 1; k <= FLINT_MAX_DRAFT; k++) drafting += hist[k];
+        printf("  dynamic (drafting %s): %lld steps at K = 0, %lld drafting\n", cheap ? "cheap" : "dear",
+               (long long)hist[0], (long long)drafting);
+        CHECKF(drafting > 0 && (cheap || hist[0] > 0), "dynamic engine (drafting %s): %lld steps at K = 0, %lld "
+               "drafting", cheap ? "cheap" : "dear", (long long)hist[0], (long long)drafting);
+        flint_engine_close(dy);
+    }
+
     /* the step's decisions on the GPU (the default) vs on the host from downloaded logits
      * (host_accept): the same tokens for seeded sampled requests, with and without drafts */
     o.host_accept = 1;
