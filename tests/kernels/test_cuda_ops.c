@@ -25,7 +25,8 @@
  *   (verify block, prefill run) alone, with smaller grids; drafter blocks bit-equal each block alone.
  * Usage: test_cuda_ops [--seed N] [--no-lab] [--quick]; FLINT_SEED=N also fixes the seed. --quick
  * leaves out the large shapes and the guard bytes, for runs under compute-sanitizer: every buffer
- * is then exactly its size, so memcheck sees any access past it. */
+ * is then exactly its size, so memcheck sees any access past it. --lab-small: the small-M GEMM lab
+ * alone; --lab-gemm V M N K: one GEMM tiling (variant V) timed at one shape (for a profiler). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

@@ -9,7 +9,8 @@
 #   test_cuda_ops (kernels vs C references + GEMM/attention lab; labsmall: the small-M GEMM's
 #   launch tuning alone), test_sampler_cuda,
 #   test_drafter_cuda, test_target_cuda, test_tp_cuda, `flint bench --load-format dummy` (graphs,
-#   with the PyTorch baseline run by flint bench itself; benchab: the GEMMs' PDL off;
+#   with the PyTorch baseline run by flint bench itself; benchab: the GEMMs' PDL off; benchwg:
+#   the wgmma GEMM off (the mma.sync block tiles for M > 32);
 #   bench2: tensor parallel over 2 GPUs; eager:
 #   --enforce-eager). NVLink multicast stays off (NCCL_NVLS_ENABLE=0) for every step.
 #   STEPS="kernels target bench" bash tools/device/gpu_session.sh  ->  $OUT/*.log
@@ -58,6 +59,10 @@ step bench 300 bench.log .devbin/flint bench --device cuda --load-format dummy $
 # shellcheck disable=SC2086
 step benchab 300 benchab.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
     --gemm-pdl 0 --baseline none --output "$OUT/benchab.json"
+# the same table with the wgmma GEMM off (A/B)
+# shellcheck disable=SC2086
+step benchwg 300 benchwg.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
+    --gemm-wgmma 0 --baseline none --output "$OUT/benchwg.json"
 # shellcheck disable=SC2086
 step bench2 300 bench2.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 20 \
     --tensor-parallel-size 2 --baseline none --output "$OUT/bench2.json"
