@@ -866,6 +866,21 @@ void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info 
  * host taps are copied to g->taps with source row r = r, bf16 of the same value either way). */
 static int hold_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err);
 
+/* The encode proper over taps_b's k->rows rows (staged and gathered), on es: its graph or its
+ * kernels; `encoded` marks its end. */
+static int encode_rows(flint_drafter *d, const dgraph_key *k, int graphed, flint_err *err) {
+    struct flint_drafter_cuda *g = d->cuda;
+    if (graphed) {
+        cudaGraphExec_t exec = NULL;
+        if (dgraph_get(d, &g->enc_graphs, k, launch_encode, g->es, &exec, err)) return -1;
+        CUDA_OK(cudaGraphLaunch(exec, g->es), "encode graph launch");
+    } else {
+        launch_encode(d, k);
+    }
+    CUDA_OK(cudaEventRecord(g->encoded, g->es), "event");
+    return 0;
+}
+
 int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err) {
     struct flint_drafter_cuda *g = d->cuda;
     const flint_drafter_config *c = &d->cfg;
@@ -897,14 +912,7 @@ int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b
     gather_bf16(g->taps_b, taps, DP(g, e_src, int32_t), k.rows, nTH, g->es);
     CUDA_OK(cudaEventRecord(g->gathered, g->es), "event");
     CUDA_OK(cudaStreamWaitEvent(g->stream, g->gathered, 0), "target stream wait");
-    if (graphed) {
-        cudaGraphExec_t exec = NULL;
-        if (dgraph_get(d, &g->enc_graphs, &k, launch_encode, g->es, &exec, err)) return -1;
-        CUDA_OK(cudaGraphLaunch(exec, g->es), "encode graph launch");
-    } else {
-        launch_encode(d, &k);
-    }
-    CUDA_OK(cudaEventRecord(g->encoded, g->es), "event");
+    if (encode_rows(d, &k, graphed, err)) return -1;
     if (b->taps_device) CUDA_OK(cudaGetLastError(), "encode");
     else CUDA_OK(cudaStreamSynchronize(g->es), "encode"); /* the caller may reuse its taps */
     return 0;
@@ -965,15 +973,7 @@ int flint_drafter_flush_cuda(flint_drafter *d, const int32_t *const *block_table
     g->n_held = 0;
     CUDA_OK(cudaEventRecord(g->queued, g->stream), "event");
     CUDA_OK(cudaStreamWaitEvent(g->es, g->queued, 0), "encode stream wait");
-    if (upload_params(g, n_used, g->es, err)) return -1;
-    if (graphed) {
-        cudaGraphExec_t exec = NULL;
-        if (dgraph_get(d, &g->enc_graphs, &k, launch_encode, g->es, &exec, err)) return -1;
-        CUDA_OK(cudaGraphLaunch(exec, g->es), "encode graph launch");
-    } else {
-        launch_encode(d, &k);
-    }
-    CUDA_OK(cudaEventRecord(g->encoded, g->es), "event");
+    if (upload_params(g, n_used, g->es, err) || encode_rows(d, &k, graphed, err)) return -1;
     CUDA_OK(cudaGetLastError(), "encode");
     return 0;
 }

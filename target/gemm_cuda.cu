@@ -584,8 +584,9 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
  *   (slots 8c .. 8c + 7 of 8 rows of x, 16 bytes each) holds word 2h + c of chunks t = 0..3 of
  *   the row's k32 block. That is a 4 x 4 word transpose of each row's four 16-byte chunks, which
  *   a copy engine cannot do, and a producer thread that does it with loads and shared stores
- *   needs a proxy fence per stage that waits for its loads in flight (MEMBAR.ALL.CTA: measured,
- *   1.7 us per stage instead of 0.3). So a small kernel writes x once in that layout to a
+ *   needs a proxy fence per stage, which waits for its loads in flight (MEMBAR.ALL.CTA in the
+ *   SASS; the first version did that: 106 us at M = 512 where this one takes 94, 4096 x 4096,
+ *   k64 stages). So a small kernel writes x once in that layout to a
  *   scratch buffer bound to the stream (flint_cuda_gemm_scratch_bind; the layout: block j of
  *   row m at byte j Mp 64 + (m / 8) 512 + (h 2 + c) 128 + (m % 8) 16, Mp = M rounded up to 128,
  *   zeros past M and K), and the GEMM moves both operands with bulk copies only.
@@ -597,9 +598,13 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
  * Block: 2 consumer warpgroups (64 W rows each: TCW_BN = 128 W rows x BM rows of x) and one
  * producer warp whose lane 0 issues the copies. Stages of U k32 blocks in an S-slot ring, two
  * mbarriers per slot: full (the producer's arrival with the stage's byte count) and empty (the 8
- * consumer warps, once the wgmmas that read the slot are done). A consumer keeps two sets of A
- * fragments: wgmma reads registers asynchronously, so a set is rewritten only after the group
- * that used it has completed (wait_group 1 after each commit).
+ * consumer warps, once the wgmmas that read the slot are done). wgmma reads its A registers
+ * asynchronously: the source alternates two sets of fragments and commits a group per stage
+ * (wait_group 1 after each), but ptxas gives both sets the same registers and injects
+ * warpgroup.arrive to make that legal (info C7519), which probably serialises the stages: the
+ * time follows the stage count (~0.9 us each) whatever the ring depth, and k128 stages beat k64
+ * (docs/benchmarks.md, session 17). W in shared memory (wgmma's SS form) would avoid it but needs
+ * W in core-matrix order.
  * Shared memory per stage: W tile row r (0..7) at r U KB, block u at + u KB (the packed bytes:
  * row g of a tile at 64 g, chunk t at 16 t); then x: block u at 8 U KB + u BM 64, in the scratch
  * layout (MMA h's descriptor at + 256 h: LBO 128, SBO 512, no swizzle). */
@@ -938,15 +943,18 @@ static void smem_prepare(const gemm_tc_variant *v) {
 
 /* tcb: grid (m tiles, n tiles, n_split), clusters of the n_split blocks of one tile (one per
  * part of K); the m tiles of an n tile are adjacent in launch order and share its weights in L2. */
-static void gemm_tcb_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx,
-                            const uint16_t *w, int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
-    const int bn = v->bm ? TCW_BN : tcb_bn(v), bm = v->bm ? v->bm : tcb_bm(v), vec = 1;
+/* tcb and tcw: grid (m tiles of bm rows, n tiles of bn outputs, n_split), the n_split blocks of a
+ * tile in one cluster, v's shared memory. No programmatic dependent launch: the block tiles
+ * measured 1-6% slower with it at 33-512 rows (their early blocks hold shared memory while the
+ * kernel before still runs). */
+static void cluster_launch(const gemm_tc_variant *v, int M, int N, int bm, int bn, int threads, int n_split,
+                           void **args, flint_cuda_stream s) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     memset(&cfg, 0, sizeof cfg);
     memset(attr, 0, sizeof attr);
     cfg.gridDim = dim3((unsigned)((M + bm - 1) / bm), (unsigned)((N + bn - 1) / bn), (unsigned)n_split);
-    cfg.blockDim = dim3((unsigned)(v->bm ? TCW_THREADS : 32 * v->wn * v->wm), 1, 1);
+    cfg.blockDim = dim3((unsigned)threads, 1, 1);
     cfg.dynamicSmemBytes = (size_t)gemm_smem(v);
     cfg.stream = s;
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -955,12 +963,16 @@ static void gemm_tcb_launch(const gemm_tc_variant *v, float *y, int ldy, const u
     attr[0].val.clusterDim.z = (unsigned)n_split;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    /* no programmatic dependent launch here: the block tiles measured 1-6% slower with it at
-     * 33-512 rows (their early blocks hold shared memory while the kernel before still runs) */
     FLINT_ASSERT(cfg.gridDim.y <= 65535);
-    void *args[] = {&y, &ldy, &x, &ldx, &w, &M, &N, &K, &accumulate, (void *)&vec, &n_split};
     smem_prepare(v);
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)v->fn, args));
+}
+
+static void gemm_tcb_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx,
+                            const uint16_t *w, int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
+    int vec = 1;
+    void *args[] = {&y, &ldy, &x, &ldx, &w, &M, &N, &K, &accumulate, &vec, &n_split};
+    cluster_launch(v, M, N, tcb_bm(v), tcb_bn(v), 32 * v->wn * v->wm, n_split, args, s);
 }
 
 /* ==== tcw's scratch: the permuted x, per stream ====
@@ -1021,25 +1033,10 @@ static int gemm_tcw_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
     const size_t n = (size_t)nJ * Mp;
     tcw_permute_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(xp, x, ldx, M, K, Mp, nJ);
     CUDA_CHECK(cudaGetLastError());
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[1];
-    memset(&cfg, 0, sizeof cfg);
-    memset(attr, 0, sizeof attr);
-    cfg.gridDim = dim3((unsigned)((M + v->bm - 1) / v->bm), (unsigned)((N + TCW_BN - 1) / TCW_BN), (unsigned)n_split);
-    cfg.blockDim = dim3(TCW_THREADS, 1, 1);
-    cfg.dynamicSmemBytes = (size_t)gemm_smem(v);
-    cfg.stream = s;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = (unsigned)n_split;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    FLINT_ASSERT(cfg.gridDim.y <= 65535);
     const unsigned char *xpc = xp;
-    void *args[] = {&y, &ldy, &xpc, (void *)&Mp, &w, &M, &N, &K, &accumulate};
-    smem_prepare(v);
-    CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)v->fn, args));
+    int mp = Mp;
+    void *args[] = {&y, &ldy, &xpc, &mp, &w, &M, &N, &K, &accumulate};
+    cluster_launch(v, M, N, v->bm, TCW_BN, TCW_THREADS, n_split, args, s);
     return 1;
 }
 
