@@ -7,3 +7,8 @@ if(FLINT_HAVE_CUDA)
                  LABELS cuda ARGS --no-lab)
   set_target_properties(test_cuda_ops PROPERTIES LINKER_LANGUAGE CUDA)
 endif()
+# The wgmma bit-equality lab (standalone, sm_90a only): built so that it keeps compiling; run by
+# hand on the GPU machine (.devbin/lab_wgmma), not a test.
+if(FLINT_HAVE_CUDA AND "90a" IN_LIST CMAKE_CUDA_ARCHITECTURES)
+  add_executable(lab_wgmma ${CMAKE_CURRENT_SOURCE_DIR}/kernels/lab_wgmma.cu)
+endif()
