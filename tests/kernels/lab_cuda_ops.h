@@ -1,0 +1,21 @@
+/* The CUDA kernel labs (timings, not assertions), split from test_cuda_ops.c, which runs them
+ * after its checks (or alone: --lab-small, --lab-gemm) and owns the helpers declared here. */
+#ifndef FLINT_TESTS_LAB_CUDA_OPS_H
+#define FLINT_TESTS_LAB_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* test_cuda_ops.c's helpers: fresh random values each run (its seed), a checked malloc */
+void rand_bf16(uint16_t *h, float *f, size_t n, float lo, float hi);
+void rand_f32(float *f, size_t n, float lo, float hi);
+void shuffle(int *a, int n);
+void *xmalloc(size_t n);
+
+/* lab_cuda_ops.c */
+void lab_gemm(void);                        /* every GEMM tiling at qwen3-8b's projection shapes */
+void lab_gemm_small(void);                  /* the small-M register path, PDL off / on */
+void lab_gemm_one(int variant, int M, int N, int K); /* one tiling at one shape (a profiler's run) */
+void lab_attention(void);                   /* attention at qwen3-8b's layer shape */
+
+#endif
