@@ -962,14 +962,14 @@ int flint_drafter_flush_cuda(flint_drafter *d, const int32_t *const *block_table
     dgraph_key k;
     memset(&k, 0, sizeof k);
     k.rows = graphed ? pad_bucket(P, d->opts.max_rows) : P;
-    int32_t *pos = HP(g, e_pos, int32_t), *rs = HP(g, e_row_seq, int32_t), *src = HP(g, e_src, int32_t);
+    /* the gathers are done (hold_encode): no source rows to stage, only positions and tables */
+    int32_t *pos = HP(g, e_pos, int32_t), *rs = HP(g, e_row_seq, int32_t);
     for (int r = 0; r < P; r++) {
         pos[r] = g->held_pos[r];
-        src[r] = r;
         rs[r] = stage_table(g, &n_used, g->held_seq[r], block_tables[g->held_seq[r]], g->held_pos[r] / d->block + 1);
     }
     /* padded rows: the sink, over whatever taps_b rows an earlier call left (rows are independent) */
-    for (int r = P; r < k.rows; r++) pos[r] = 0, src[r] = 0, rs[r] = g->max_tables;
+    for (int r = P; r < k.rows; r++) pos[r] = 0, rs[r] = g->max_tables;
     g->n_held = 0;
     CUDA_OK(cudaEventRecord(g->queued, g->stream), "event");
     CUDA_OK(cudaStreamWaitEvent(g->es, g->queued, 0), "encode stream wait");
