@@ -342,6 +342,7 @@ struct flint_drafter_cuda {
      * (a draft waits for it). */
     cudaStream_t es;
     cudaEvent_t queued, gathered, encoded;
+    cudaEvent_t held_up;        /* the last upload of h_held_src has left it (target's stream) */
     int32_t *h_toks;            /* pinned [max_draft][max_reqs] */
     float *h_conf;              /* pinned [max_reqs][max_draft] */
     int32_t *h_seq_map;         /* [max_tables] caller sequence of each renumbered one */
@@ -577,6 +578,7 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
     CUDA_OK(cudaEventCreateWithFlags(&g->queued, cudaEventDisableTiming), "event");
     CUDA_OK(cudaEventCreateWithFlags(&g->gathered, cudaEventDisableTiming), "event");
     CUDA_OK(cudaEventCreateWithFlags(&g->encoded, cudaEventDisableTiming), "event");
+    CUDA_OK(cudaEventCreateWithFlags(&g->held_up, cudaEventDisableTiming), "event");
     /* the staging block starts defined, with the sink's table (every entry the sink block id) in
      * the slot past the call tables; calls upload only a prefix ending before it, so the device
      * copy made here stays */
@@ -630,6 +632,7 @@ void flint_drafter_cuda_free(flint_drafter *d) {
     if (g->queued) cudaEventDestroy(g->queued);
     if (g->gathered) cudaEventDestroy(g->gathered);
     if (g->encoded) cudaEventDestroy(g->encoded);
+    if (g->held_up) cudaEventDestroy(g->held_up);
     if (g->es) {
         flint_cuda_gemm_scratch_unbind((flint_cuda_stream)g->es);
         cudaStreamDestroy(g->es);
@@ -931,9 +934,12 @@ static int hold_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, flint
     const int R = b->n_rows, nTH = d->cfg.n_taps * d->cfg.hidden_size;
     if (g->n_held + R > d->opts.max_rows && flint_drafter_flush_cuda(d, b->block_tables, err)) return -1;
     if (g->n_held == 0) {
-        /* a new run of held rows: the last encode has read taps_b and the source rows uploaded
-         * before it (its graph waited for them) */
-        CUDA_OK(cudaEventSynchronize(g->encoded), "drafter (the previous encode)");
+        /* a new run of held rows overwrites taps_b from row 0: the target's stream waits for the
+         * last encode to have read it (a GPU-side wait: the host never blocks on the low-priority
+         * encode stream). The pinned source rows are rewritten by the host: their last upload
+         * went on the target's stream before a step's token download, so this returns at once. */
+        CUDA_OK(cudaStreamWaitEvent(g->stream, g->encoded, 0), "held rows wait for the encode");
+        CUDA_OK(cudaEventSynchronize(g->held_up), "drafter (the previous held rows' upload)");
     }
     const int P = g->n_held;
     for (int r = 0; r < R; r++) {
@@ -944,6 +950,7 @@ static int hold_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, flint
     CUDA_OK(cudaMemcpyAsync(g->held_src + P, g->h_held_src + P, sizeof(int32_t) * (size_t)R, cudaMemcpyHostToDevice,
                             g->stream),
             "held rows upload");
+    CUDA_OK(cudaEventRecord(g->held_up, g->stream), "event");
     gather_bf16(g->taps_b + (size_t)P * nTH, b->taps_device, g->held_src + P, R, nTH, (flint_cuda_stream)g->stream);
     CUDA_OK(cudaGetLastError(), "held rows gather");
     g->n_held += R;
