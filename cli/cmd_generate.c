@@ -221,6 +221,7 @@ int flint_cmd_generate(int argc, char **argv) {
     rp.sampling = o.sp;
     rp.max_tokens = o.max_tokens;
     rp.ignore_eos = o.ignore_eos;
+    rp.fixed_draft = 1; /* the output depends on --seed alone, as the help says */
     if (flint_engine_add(e, prompt, n_prompt, &rp, &err) < 0) goto fail;
     out_ids = flint_xmalloc(sizeof(int32_t) * (size_t)o.max_tokens);
     double t_load = now_ms(), t_first = 0;

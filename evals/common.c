@@ -96,6 +96,9 @@ int flint_evals_engine_options(flint_engine_options *eo, const char *model_dir, 
     cJSON_Delete(j);
     int rc = flint_spec_config_parse(s, eo, owned, err);
     free(s);
+    /* acceptance length is measured at the fixed K unless the config asks for dynamic lengths
+     * (the engine's default turns them on with a confidence head) */
+    if (eo->dynamic_draft < 0) eo->dynamic_draft = 0;
     return rc;
 }
 

@@ -87,6 +87,7 @@ int flint_evals_load_datasets(const char *const *specs, int n_specs, const char 
 flint_run_prompt *flint_evals_make_prompts(flint_dataset **ds, int n_ds, int num_prompts, uint64_t seed, int *n);
 /* Engine options for a model + drafter. spec_config (vLLM JSON) or default_drafter with K = 7;
  * drafter_override replaces the config's "model" (ab arms; the config must then have none).
+ * Draft lengths stay fixed unless the config says "dynamic_draft": true.
  * *owned holds a string to free after the engine is open. */
 int flint_evals_engine_options(flint_engine_options *eo, const char *model_dir, const char *spec_config,
                                const char *default_drafter, const char *drafter_override, char **owned,

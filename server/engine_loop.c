@@ -118,6 +118,7 @@ static void *engine_main(void *arg) {
     s->max_model_len = flint_engine_max_model_len(s->engine);
     s->K = flint_engine_num_speculative_tokens(s->engine);
     s->has_drafter = flint_engine_has_drafter(s->engine);
+    s->dynamic_draft = flint_engine_dynamic_draft(s->engine);
     s->vocab = flint_engine_vocab_size(s->engine);
     publish_snapshot(s, 0, 0);
     atomic_store(&s->state, FLINT_SRV_READY); /* release: the facts above are visible to the loop */

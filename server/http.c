@@ -205,6 +205,10 @@ static void start_job(flint_server *s, struct evhttp_request *req, flint_api_req
     j->params = r->params;
     j->params.max_tokens = max_tokens;
     if (!r->has_seed) j->params.sampling.seed = next_random(s); /* unseeded requests differ, as in OpenAI */
+    /* a seeded sampled request keeps its tokens whatever runs beside it: under dynamic draft
+     * lengths the K it drafts is then fixed (greedy output never depends on K) */
+    j->params.fixed_draft = r->dynamic_draft >= 0 ? !r->dynamic_draft
+                                                  : r->has_seed && j->params.sampling.temperature > 0.0f;
     for (int i = 0; i < r->params.n_stop; i++) {
         j->stop_store[i] = flint_xstrdup(r->params.stop[i]);
         j->params.stop[i] = j->stop_store[i];
@@ -304,8 +308,8 @@ static void handle_models(flint_server *s, struct evhttp_request *req) {
     flint_sbuf_addf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"flint\",\"root\":", (long long)s->t_start);
     flint_sbuf_add_json_str(&b, s->o.model_dir, strlen(s->o.model_dir));
     flint_sbuf_addf(&b, ",\"parent\":null,\"max_model_len\":%d,\"speculative\":{\"enabled\":%s,"
-                        "\"num_speculative_tokens\":%d}}]}\n", s->max_model_len, s->has_drafter ? "true" : "false",
-                    s->K);
+                        "\"num_speculative_tokens\":%d,\"dynamic_draft\":%s}}]}\n", s->max_model_len,
+                    s->has_drafter ? "true" : "false", s->K, s->dynamic_draft ? "true" : "false");
     reply(req, 200, "application/json", b.p, b.n);
     flint_sbuf_free(&b);
 }

@@ -108,8 +108,8 @@ void flint_server_metrics_render(flint_server *s, flint_sbuf *b) {
     head(b, "flint:model_info", "gauge", "The served model and its speculative configuration.");
     flint_sbuf_adds(b, "flint:model_info{model_name=");
     flint_sbuf_add_json_str(b, s->served_name, strlen(s->served_name));
-    flint_sbuf_addf(b, ",speculative=\"%s\",num_speculative_tokens=\"%d\"} 1\n", s->has_drafter ? "true" : "false",
-                    s->K);
+    flint_sbuf_addf(b, ",speculative=\"%s\",num_speculative_tokens=\"%d\",dynamic_draft=\"%s\"} 1\n",
+                    s->has_drafter ? "true" : "false", s->K, s->dynamic_draft ? "true" : "false");
     gauge(b, "flint:ready", "1 once the model is loaded and the server accepts requests.", s->ready && !s->draining);
     gauge(b, "flint:num_requests_running", "Requests in the engine (prefilling or decoding).", sn.running);
     gauge(b, "flint:num_requests_waiting", "Requests accepted but not yet in the engine.", waiting > 0 ? waiting : 0);

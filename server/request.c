@@ -305,8 +305,12 @@ static int parse_speculative(flint_api_request *r, const cJSON *root, flint_api_
             int k = (int)it->valuedouble;
             if (k == 0) r->params.speculative = 0; /* 0 drafts = plain decoding */
             else r->params.max_draft = k;
+        } else if (!strcmp(it->string, "dynamic")) {
+            if (!cJSON_IsBool(it)) return BAD("speculative.dynamic", "'speculative.dynamic' must be a boolean");
+            r->dynamic_draft = cJSON_IsTrue(it);
         } else {
-            return BAD("speculative", "unknown key 'speculative.%.40s' (enabled, max_draft_tokens)", it->string);
+            return BAD("speculative", "unknown key 'speculative.%.40s' (enabled, max_draft_tokens, dynamic)",
+                       it->string);
         }
     }
     return 0;
@@ -496,6 +500,7 @@ int flint_server_request_parse(flint_api_kind kind, const char *body, size_t len
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->token_by_token = -1;
+    r->dynamic_draft = -1;
     r->enable_thinking = -1;
     flint_request_params_default(&r->params);
     r->params.sampling.temperature = 1.0f; /* the OpenAI default */

@@ -83,6 +83,8 @@ typedef struct flint_api_request {
     int n_prompt_ids;
     int max_tokens;           /* 0 when absent: the rest of the context */
     int has_seed;
+    int dynamic_draft;        /* speculative.dynamic: 0 pins the request to the fixed K, 1 lets the
+                               * scheduler choose; -1 (absent): pinned when seeded and sampled */
     flint_request_params params; /* sampling, stop (pointers into root), speculative, ignore_eos */
     int stream;
     int include_usage;        /* stream_options.include_usage */
@@ -236,7 +238,7 @@ struct flint_server {
     int ready;                    /* loop's view of the engine state */
     const flint_tokenizer *tok;   /* the engine's; immutable after load, encode/decode are reentrant */
     flint_chat_format chat;
-    int max_model_len, K, has_drafter, vocab;  /* copied by the engine thread before READY */
+    int max_model_len, K, has_drafter, dynamic_draft, vocab; /* copied by the engine thread before READY */
     struct event *stop_ev;
     flint_server_job **batch;     /* on_wake scratch */
     int batch_cap;

@@ -30,6 +30,7 @@ static flint_engine *open_engine(const char *drafter, int K, int chunk, int gree
     o.model_dir = TGT;
     o.drafter_dir = drafter;
     o.num_speculative_tokens = K;
+    o.dynamic_draft = 0; /* statistics are compared across batches and chunk sizes */
     o.max_seqs = 8;
     o.max_model_len = 256;
     o.prefill_chunk = chunk;

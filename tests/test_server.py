@@ -11,7 +11,8 @@ sockets. Groups:
               SSE framing; /v1/models, /health, /metrics names; per-request speculative controls;
               stop strings, prompt forms, logprobs, prefix-cache cached_tokens; tools with the
               reasoning / tool-call parsers
-  stream      a seeded streamed text equals the non-streamed text, alone and under concurrent load,
+  stream      a seeded streamed text equals the non-streamed text, alone and under concurrent load
+              (beside unseeded requests whose draft lengths the scheduler chooses),
               also token by token
   robust      malformed JSON, wrong types, missing fields, unknown model 404, body over limit 413,
               context overflow 400, max_tokens <= 0 400, n > 1 400, invalid UTF-8 400, queue full
@@ -334,6 +335,19 @@ def group_api():
     sp = r.usage.model_extra["speculative"]
     check(sp["num_spec_steps"] > 0 and sp["num_draft_tokens"] <= 2 * sp["num_spec_steps"],
           f"max_draft_tokens caps the draft: {sp}")
+    # the server schedules draft lengths by confidence (the drafter has a confidence head); a
+    # seeded sampled request, or one that says "dynamic": false, drafts the fixed K every step
+    check((client.models.list().data[0].model_extra or {}).get("speculative", {}).get("dynamic_draft") is True,
+          "/v1/models: dynamic_draft true")
+    for extra in ({"speculative": {"dynamic": False}, "temperature": 0}, {"temperature": 0.8}):
+        r = client.completions.create(model=model, prompt="Once", max_tokens=20, seed=1,
+                                      extra_body=dict(extra, ignore_eos=True))
+        sp = r.usage.model_extra["speculative"]
+        # (the last two steps draft fewer: a step emits at most the tokens left)
+        check(sp["num_spec_steps"] > 0 and sp["num_draft_tokens"] >= 4 * (sp["num_spec_steps"] - 2),
+              f"{extra}: every step drafts K = 4 (pinned): {sp}")
+    s, _, j, _ = post(port, CMPL, cmpl_body(max_tokens=4, speculative={"dynamic": "no"}))
+    check(s == 400 and j["error"]["param"] == "speculative.dynamic", f"speculative.dynamic must be a boolean ({j})")
     # stop strings, prompt forms
     s, _, j, _ = post(port, CMPL, cmpl_body(max_tokens=60, seed=5, temperature=0))
     full = j["choices"][0]["text"]
@@ -519,12 +533,18 @@ def group_stream():
         for i, (kind, body) in enumerate(cases):
             threads.append(threading.Thread(target=worker, args=((rep, i, "s"), kind, body, True)))
             threads.append(threading.Thread(target=worker, args=((rep, i, "n"), kind, body, rep == 0 and i % 2)))
+    # beside them, unseeded sampled requests whose draft lengths the scheduler chooses (the seeded
+    # ones draft the fixed K: their tokens must not depend on what runs beside them)
+    for i in range(8):
+        threads.append(threading.Thread(target=worker, args=(("free", i, "n"), CMPL, cmpl_body(
+            f"Free story {i}", max_tokens=64, temperature=1.0), False)))
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    for (rep, i, _), (text, ok) in sorted(results.items()):
+    for (rep, i, _), (text, ok) in sorted((k, v) for k, v in results.items() if k[0] != "free"):
         check(ok and text == ref[i][0], f"under concurrent load: request {i} (rep {rep}) equals the reference")
+    check(all(results.get(("free", i, "n"), ("", False))[1] for i in range(8)), "the unseeded requests complete")
     check(srv.stop() == 0, "exit 0")
 
 
@@ -746,7 +766,10 @@ def group_timeouts():
     check(srv.stop() == 0, "exit 0")
     # a stream whose first token is further away than the timeout (here: queued behind a long
     # request on a one-slot server) is kept open by SSE comments and ends complete
-    srv = Server("--timeout", "1", "--max-num-seqs", "1")
+    # (fixed K = 4 with the random drafter: the requests ahead take seconds; dynamic draft lengths
+    # would skip its useless drafts and finish them in a fraction of one)
+    fixed = json.dumps({"model": DRAFTER, "method": "dspark", "num_speculative_tokens": 4, "dynamic_draft": False})
+    srv = Server("--timeout", "1", "--max-num-seqs", "1", spec_config=fixed)
     port = srv.port
     ahead = [threading.Thread(target=lambda: post(port, CMPL, {"prompt": "Once", "max_tokens": 480, "ignore_eos": True}))
              for _ in range(8)]
@@ -1055,8 +1078,8 @@ def group_default():
     models = client.models.list().data
     check(len(models) == 1 and models[0].id == "flint-tiny", f"/v1/models serves flint-tiny ({[m.id for m in models]})")
     info = models[0].model_extra or {}
-    check(info.get("speculative") == {"enabled": True, "num_speculative_tokens": 7},
-          f"speculative on with K = 7 by default ({info.get('speculative')})")
+    check(info.get("speculative") == {"enabled": True, "num_speculative_tokens": 7, "dynamic_draft": True},
+          f"speculative on with K = 7, lengths scheduled by confidence, by default ({info.get('speculative')})")
     q = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
          "How many clips did Natalia sell altogether in April and May?")
     msgs = [{"role": "user", "content": q}]

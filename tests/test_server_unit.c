@@ -52,13 +52,18 @@ static void test_parse_ok(void) {
 
     CHECK(parse(FLINT_API_COMPLETION, "{\"prompt\":\"hi\"}", &r, &e) == 0);
     CHECK(r.prompt && !strcmp(r.prompt, "hi") && r.max_tokens == 0 && !r.stream && !r.has_seed);
-    CHECK(r.params.sampling.temperature == 1.0f && r.token_by_token == -1 && r.params.speculative == 1);
+    CHECK(r.params.sampling.temperature == 1.0f && r.token_by_token == -1 && r.params.speculative == 1 &&
+          r.dynamic_draft == -1);
     flint_server_request_free(&r);
     CHECK(parse(FLINT_API_COMPLETION, "{\"prompt\":[\"one\"],\"stop\":\"x\",\"speculative\":false}", &r, &e) == 0);
     CHECK(r.prompt && !strcmp(r.prompt, "one") && r.params.n_stop == 1 && r.params.speculative == 0);
     flint_server_request_free(&r);
     CHECK(parse(FLINT_API_COMPLETION, "{\"prompt\":[1,2,3],\"speculative\":{\"max_draft_tokens\":0}}", &r, &e) == 0);
     CHECK(r.n_prompt_ids == 3 && r.prompt_ids[2] == 3 && r.params.speculative == 0);
+    flint_server_request_free(&r);
+    /* speculative.dynamic: absent -1 (the server pins seeded sampled requests), else as given */
+    CHECK(parse(FLINT_API_COMPLETION, "{\"prompt\":\"x\",\"speculative\":{\"dynamic\":false}}", &r, &e) == 0);
+    CHECK(r.dynamic_draft == 0 && r.params.speculative == 1);
     flint_server_request_free(&r);
     CHECK(parse(FLINT_API_COMPLETION, "{\"prompt\":[[7,8]],\"model\":null,\"max_tokens\":null}  \n", &r, &e) == 0);
     CHECK(r.n_prompt_ids == 2 && r.prompt_ids[0] == 7 && !r.model && r.max_tokens == 0);
@@ -134,6 +139,7 @@ static void test_parse_refused(void) {
     refused(P, "{\"prompt\":\"x\",\"speculative\":3}", "speculative");
     refused(P, "{\"prompt\":\"x\",\"speculative\":{\"enabled\":\"no\"}}", "speculative.enabled");
     refused(P, "{\"prompt\":\"x\",\"speculative\":{\"max_draft_tokens\":99}}", "speculative.max_draft_tokens");
+    refused(P, "{\"prompt\":\"x\",\"speculative\":{\"dynamic\":1}}", "speculative.dynamic");
     refused(P, "{\"prompt\":\"x\",\"speculative\":{\"k\":1}}", "speculative");
     refused(P, "{\"prompt\":\"x\",\"logprobs\":30}", "logprobs");
     refused(P, "{\"prompt\":\"x\",\"logprobs\":\"3\"}", "logprobs");

@@ -47,12 +47,19 @@
 #define FIXTURE FLINT_SOURCE_DIR "/tests/fixtures/specloop/gsm8k_k7_t0.json"
 #define ENDOFTEXT 8188 /* <|endoftext|>: the reference loop stops at it as well as at <|im_end|> */
 
+/* dynamic_draft of the engines open_engine opens: 0 (fixed K) unless a test says otherwise; the
+ * given cost model g_cost (ms: fixed, per verify row, per draft pass) makes runs repeatable */
+static int g_dynamic;
+static double g_cost[3];
+
 static flint_engine *open_engine(const char *drafter, int K, int seqs) {
     flint_engine_options o;
     flint_engine_options_default(&o);
     o.model_dir = TGT;
     o.drafter_dir = drafter;
     o.num_speculative_tokens = K;
+    o.dynamic_draft = g_dynamic; /* most tests here compare statistics at a fixed K */
+    o.dyn_fixed_ms = g_cost[0], o.dyn_row_ms = g_cost[1], o.dyn_draft_ms = g_cost[2];
     o.max_seqs = seqs;
     o.max_model_len = 1024; /* prompts here are < 400 tokens + 256 new; keeps the KV pool small */
     o.n_threads = 1;        /* ctest runs tests side by side: spinning OpenMP threads would fight */
@@ -210,6 +217,73 @@ static void test_greedy(void) {
         flint_engine_close(e);
     }
     for (int i = 0; i < NG; i++) free(q[i]), free(pid[i]);
+}
+
+/* ==== pinned: seeded sampled requests keep their tokens under dynamic draft lengths ==== */
+
+enum { NPIN = 8, TPIN = 48 };
+
+/* The engine's default turns dynamic draft lengths on for a drafter with a confidence head. A
+ * request with fixed_draft then drafts the fixed K every step whatever the scheduler does for the
+ * others, so its tokens equal a fixed-K engine's for its seed, alone or in a batch; the requests
+ * beside it are really scheduled (fewer drafts than K x steps). */
+static void test_pinned(void) {
+    char *q[NPIN];
+    int32_t *pid[NPIN];
+    int plen[NPIN];
+    if (load_turns(FLINT_SOURCE_DIR "/evals/data/mt_bench.jsonl", NPIN, q) != NPIN) return;
+    flint_engine *e = open_engine(DSP, 7, 8); /* fixed K = 7: the reference */
+    if (!e) return;
+    CHECKF(!flint_engine_dynamic_draft(e), "dynamic_draft 0 gives fixed draft lengths");
+    for (int i = 0; i < NPIN; i++)
+        if (chat_ids(flint_engine_tokenizer(e), q[i], &pid[i], &plen[i])) return;
+    static int32_t ref[NPIN][TPIN], got[NPIN][TPIN];
+    int lr[NPIN], lg[NPIN];
+    flint_request_params prm[NPIN];
+    for (int i = 0; i < NPIN; i++) {
+        flint_request_params_default(&prm[i]);
+        prm[i].max_tokens = TPIN;
+        prm[i].ignore_eos = 1;
+        prm[i].sampling.temperature = 1.0f;
+        prm[i].sampling.seed = 1000 + (uint64_t)i;
+        prm[i].fixed_draft = i % 2 == 0; /* no effect at fixed K */
+    }
+    run(e, NPIN, 1, pid, plen, prm, &ref[0][0], TPIN, lr, NULL);
+    flint_engine_close(e);
+    /* the default (-1): on, as the drafter has a confidence head; drafting made dear by the given
+     * cost model, so the scheduler prunes and skips drafts (and does so repeatably) */
+    g_dynamic = -1;
+    g_cost[0] = 0.3, g_cost[1] = 0.05, g_cost[2] = 0.6;
+    e = open_engine(DSP, 7, 8);
+    g_dynamic = 0;
+    memset(g_cost, 0, sizeof g_cost);
+    if (!e) return;
+    CHECKF(flint_engine_dynamic_draft(e), "the default turns dynamic draft lengths on (confidence head)");
+    flint_spec_stats per[NPIN];
+    memset(per, 0, sizeof per);
+    run(e, NPIN, NPIN, pid, plen, prm, &got[0][0], TPIN, lg, per);
+    int64_t hist[FLINT_MAX_DRAFT + 1];
+    flint_engine_step_k_hist(e, hist);
+    flint_engine_close(e);
+    int64_t free_steps = 0, free_drafts = 0;
+    for (int i = 0; i < NPIN; i++) {
+        if (prm[i].fixed_draft) {
+            CHECKF(lr[i] == TPIN && lg[i] == TPIN && !memcmp(ref[i], got[i], sizeof ref[i]),
+                   "pinned request %d: its tokens under dynamic draft lengths (batch %d) differ from fixed K's", i,
+                   NPIN);
+            /* every step drafted K (the last steps fewer: a step emits at most the tokens left) */
+            CHECKF(per[i].draft_tokens >= 7 * (per[i].steps - 7), "pinned request %d: %lld drafts in %lld steps", i,
+                   (long long)per[i].draft_tokens, (long long)per[i].steps);
+        } else {
+            free_steps += per[i].steps, free_drafts += per[i].draft_tokens;
+        }
+    }
+    printf("pinned: %d seeded sampled requests identical to fixed K = 7 inside a batch of %d; the %d others "
+           "drafted %lld tokens in %lld drafting steps; steps by K: K=0 %lld, K=7 %lld\n", NPIN / 2, NPIN, NPIN / 2,
+           (long long)free_drafts, (long long)free_steps, (long long)hist[0], (long long)hist[7]);
+    CHECKF(free_drafts < 7 * free_steps || hist[0] > 0,
+           "the scheduler never shortened or skipped a draft: pinning was not tested");
+    for (int i = 0; i < NPIN; i++) free(q[i]), free(pid[i]);
 }
 
 /* ==== sampling: the first three tokens' distribution does not change with speculation ==== */
@@ -559,6 +633,7 @@ int main(int argc, char **argv) {
     snprintf(name, sizeof name, "test_spec_embedded %s", part);
     if (all || !strcmp(part, "greedy")) test_greedy();
     if (all || !strcmp(part, "sampling")) test_sampling();
+    if (all || !strcmp(part, "pinned")) test_pinned();
     if (all || !strcmp(part, "layout")) {
         char dir[] = "/tmp/flint_layout_XXXXXX";
         if (!mkdtemp(dir)) return 1;

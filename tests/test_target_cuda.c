@@ -281,6 +281,7 @@ static void test_engine(void) {
     o.model_dir = model;
     o.drafter_dir = drafter;
     o.num_speculative_tokens = 7;
+    o.dynamic_draft = 0; /* fixed K: graphs and eager compare statistics too */
     o.max_seqs = 64;
     o.max_model_len = 512;
     o.device = FLINT_TARGET_CUDA;

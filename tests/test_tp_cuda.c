@@ -348,6 +348,7 @@ static flint_engine *open_engine(int tp, int nccl, const char *drafter, int seqs
     o.model_dir = TGT;
     o.drafter_dir = drafter;
     o.num_speculative_tokens = drafter ? 7 : 0;
+    o.dynamic_draft = 0; /* fixed K: the ranks' statistics are compared */
     o.max_seqs = seqs;
     o.max_model_len = 1024;
     o.n_threads = 4;

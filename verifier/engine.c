@@ -24,6 +24,7 @@ void flint_engine_options_default(flint_engine_options *o) {
     o->prefill_chunk = 512;
     o->kv_block_size = 16;
     o->enable_prefix_caching = 1;
+    o->dynamic_draft = -1; /* on when the drafter has a confidence head */
 }
 
 void flint_request_params_default(flint_request_params *p) {
@@ -69,6 +70,7 @@ int flint_engine_vocab_size(const flint_engine *e) { return e->V; }
 int flint_engine_has_drafter(const flint_engine *e) { return e->dft != NULL; }
 const char *flint_engine_drafter_desc(const flint_engine *e) { return e->dft ? flint_drafter_describe(e->dft) : NULL; }
 int flint_engine_num_speculative_tokens(const flint_engine *e) { return e->K; }
+int flint_engine_dynamic_draft(const flint_engine *e) { return e->o.dynamic_draft; }
 const flint_spec_stats *flint_engine_stats(const flint_engine *e) { return &e->pooled; }
 void flint_engine_step_profile(const flint_engine *e, flint_step_profile *p) { *p = e->prof; }
 void flint_engine_step_k_hist(const flint_engine *e, int64_t hist[FLINT_MAX_DRAFT + 1]) {
@@ -201,6 +203,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
         }
         e->dmax = dc->max_draft;
         e->n_taps = dc->n_taps;
+        if (o->dynamic_draft < 0) o->dynamic_draft = dc->has_confidence;
         if (o->dynamic_draft && !dc->has_confidence) {
             flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft lengths need a drafter with a confidence head (%s has "
                           "none)", o->drafter_dir);
@@ -208,6 +211,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
         }
         for (int i = 0; i < dc->n_taps; i++) e->tap_layers[i] = dc->tap_layers[i];
     }
+    if (!e->dft) o->dynamic_draft = 0;
     e->kv = flint_kv_alloc_new(flint_target_kv_blocks(e->tgt));
     if (o->enable_prefix_caching) e->pc = flint_prefix_new(flint_target_kv_blocks(e->tgt));
     for (int i = 0; i < e->tc->n_eos; i++) e->eos[e->n_eos++] = e->tc->eos_token_ids[i];

@@ -53,8 +53,11 @@ typedef struct flint_engine_options {
      * T(B) = dyn_fixed_ms + dyn_row_ms x B and D(n) = dyn_draft_ms when given (reproducible
      * runs; dyn_draft_ms 0 makes drafting free), all 0: both measured at open. Needs a
      * confidence head. Lossless: K_step depends on earlier steps only, and whether draft j is
-     * verified on confidences computed before x_j. A seeded sampled request's tokens then depend
-     * on timing (its distribution does not); fixed K keeps them reproducible. */
+     * verified on confidences computed before x_j. A sampled request's tokens then depend on
+     * timing and on the other requests (their distribution does not): requests with
+     * flint_request_params.fixed_draft draft the fixed K every step, unpruned, and stay
+     * reproducible. -1 (the default): on when the drafter has a confidence head; 0: fixed K;
+     * 1: on (an error without a confidence head). */
     int dynamic_draft;
     double dyn_fixed_ms, dyn_row_ms, dyn_draft_ms;
     int device;                 /* where the target runs: FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA;
@@ -107,6 +110,9 @@ typedef struct flint_request_params {
     int ignore_eos;
     int speculative;          /* 1 (default): draft when the engine has a drafter; 0: plain decode */
     int max_draft;            /* per-request cap on the draft length; 0 = the engine's K */
+    int fixed_draft;          /* under dynamic draft lengths: draft the fixed K (capped as above) every
+                               * step, unpruned, so that a seeded sampled request's tokens depend on its
+                               * seed alone (the server sets it for those); no effect at fixed K */
     int n_stop;
     const char *stop[FLINT_MAX_STOP]; /* stop strings (copied); the output ends before them */
     int n_stop_ids;
@@ -142,6 +148,8 @@ int flint_engine_vocab_size(const flint_engine *e);
 int flint_engine_has_drafter(const flint_engine *e);
 const char *flint_engine_drafter_desc(const flint_engine *e);
 int flint_engine_num_speculative_tokens(const flint_engine *e);
+/* 1 when draft lengths are scheduled by confidence (the options' dynamic_draft, resolved at open). */
+int flint_engine_dynamic_draft(const flint_engine *e);
 
 /* Add a session. The prompt is copied. Returns the session id (>= 0) or -1 with err:
  * FLINT_ERR_INVALID for a request that can never run (empty prompt, prompt + max_tokens over the

@@ -114,7 +114,13 @@ typedef struct flint_sched_cand {
 int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err);
 /* The drafting cost D(n) (encode + draft) at open, as T(B) above. */
 int flint_engine_measure_draft_cost(flint_engine *e, flint_err *err);
-/* n_rows_base: verify rows before any draft (one per running session); fills e->dlen[0..n_d). */
+/* Under dynamic draft lengths, a session that drafts the fixed K every step, unpruned
+ * (flint_request_params.fixed_draft): its tokens then depend on nothing but its own inputs. */
+static inline int flint_engine_pinned(const flint_engine *e, const session *s) {
+    return e->o.dynamic_draft && s->p.fixed_draft && s->p.speculative;
+}
+/* n_rows_base: verify rows before any draft (one per running session); fills e->dlen[0..n_d):
+ * pinned sessions keep all their drafts, the others the prefix the scheduler admits. */
 void flint_engine_schedule_drafts(flint_engine *e, int n_rows_base, int n_d);
 /* The step-level draft length for n running requests (dynamic_draft: K or 0), and one request's
  * outcome in a drafting step (k drafts verified, acc accepted) for its estimates. */

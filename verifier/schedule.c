@@ -9,7 +9,8 @@
  * lossless; survival is monotone in j, so every request keeps a prefix of its drafts.
  *
  * T(B): verify time of a batch of B rows, measured on the target at open (at the CUDA forward's
- * row buckets 1, 2, 4, 8, 12, 16, 24, ... up to max_rows, median of 3 runs each, logits and taps
+ * row buckets 1, 2, 4, 8, 12, 16, 24, ... up to max_rows, median of 3 runs each (one for runs over
+ * 20 ms), logits and taps
  * where a step leaves them; linear between the points, made monotone as vLLM's cost tables are),
  * or fixed + per_row x B given in the options so that runs are reproducible. Raw confidences
  * are used (no per-position temperature calibration yet). On a CPU the verify cost grows with every
@@ -47,10 +48,15 @@ static int cmp_double(const void *a, const void *b) {
  * no session holds yet (the engine is just open), with logits for every row and the drafter's
  * taps, as a real verify step computes them. */
 int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err) {
-    int R = e->max_rows, nb = (R + e->bs - 1) / e->bs;
-    if (nb > flint_target_kv_blocks(e->tgt) || R > e->max_len)
-        return flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft: cannot measure verify batches of %d rows in this "
-                             "KV pool; give the cost model (dyn_fixed_ms, dyn_row_ms)", R);
+    /* up to the rows a step may verify, as far as the KV pool and the context allow (past the last
+     * point the cost grows by the last segment's slope) */
+    int R = e->max_rows;
+    if (R > flint_target_kv_blocks(e->tgt) * e->bs) R = flint_target_kv_blocks(e->tgt) * e->bs;
+    if (R > e->max_len) R = e->max_len;
+    if (R < 2)
+        return flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft: cannot measure verify batches in this KV pool; "
+                             "give the cost model (dyn_fixed_ms, dyn_row_ms)");
+    const int nb = (R + e->bs - 1) / e->bs;
     int32_t *table = flint_xmalloc(sizeof(int32_t) * (size_t)nb);
     for (int i = 0; i < nb; i++) table[i] = i;
     const int32_t *tables[1] = {table};
@@ -73,18 +79,22 @@ int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err) {
                                 .logits = e->dev ? NULL : e->logits, .n_taps = e->n_taps, .tap_layers = e->tap_layers,
                                 .taps = e->dev_taps ? NULL : e->taps, .logits_on_device = e->dev != NULL,
                                 .taps_on_device = e->dev_taps};
+        /* the first run warms up; then the median of 3, or one run where a run is long enough
+         * for noise not to matter (the CPU's large batches: start-up stays short) */
         double t[3];
-        for (int k = 0; k < 4; k++) {
+        int reps = 3;
+        for (int k = 0; k <= reps; k++) {
             double t0 = now_ms();
             if (flint_engine_forward(e, &b, err)) {
                 free(table);
                 return -1;
             }
             flint_engine_dev_wait(e);
-            if (k) t[k - 1] = now_ms() - t0; /* the first run warms up */
+            if (k) t[k - 1] = now_ms() - t0;
+            else if (now_ms() - t0 > 20.0) reps = 1;
         }
-        qsort(t, 3, sizeof(double), cmp_double);
-        xs[n] = B, ys[n] = t[1];
+        qsort(t, (size_t)reps, sizeof(double), cmp_double);
+        xs[n] = B, ys[n] = t[reps / 2];
         n++;
     }
     free(table);
@@ -104,10 +114,16 @@ int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err) {
  * each with the encode of n rows of taps before it (as a step encodes the rows it committed):
  * what a step pays for drafting, on top of its verify. Medians of 3 after a warm-up. */
 int flint_engine_measure_draft_cost(flint_engine *e, flint_err *err) {
-    const int S = e->o.max_seqs, nb = (S + e->bs - 1) / e->bs + 1;
-    if (nb > flint_target_kv_blocks(e->tgt) || S + 1 > e->max_len || S > e->max_rows)
-        return flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft: cannot measure drafts of %d requests in this KV "
-                             "pool; give the cost model (dyn_fixed_ms, dyn_row_ms, dyn_draft_ms)", S);
+    /* up to max_seqs requests, as far as the KV pool and the context allow (beyond: the last
+     * segment's slope) */
+    int S = e->o.max_seqs;
+    if (S > (flint_target_kv_blocks(e->tgt) - 1) * e->bs) S = (flint_target_kv_blocks(e->tgt) - 1) * e->bs;
+    if (S > e->max_len - 1) S = e->max_len - 1;
+    if (S > e->max_rows) S = e->max_rows;
+    if (S < 1)
+        return flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft: cannot measure drafts in this KV pool; give the "
+                             "cost model (dyn_fixed_ms, dyn_row_ms, dyn_draft_ms)");
+    const int nb = (S + e->bs - 1) / e->bs + 1;
     int32_t *table = flint_xmalloc(sizeof(int32_t) * (size_t)nb);
     for (int i = 0; i < nb; i++) table[i] = i;
     const int32_t *tables[1] = {table};
@@ -128,7 +144,8 @@ int flint_engine_measure_draft_cost(flint_engine *e, flint_err *err) {
         else cb.taps = e->taps;
         flint_drafter_out out = {.tokens = e->drafts, .confidence = e->conf};
         double t[3];
-        for (int k = 0; k < 4; k++) {
+        int reps = 3;
+        for (int k = 0; k <= reps; k++) {
             double t0 = now_ms();
             if (flint_drafter_encode(e->dft, &cb, err) ||
                 flint_drafter_draft(e->dft, n, e->dreqs, tables, 1, &out, err)) {
@@ -137,9 +154,10 @@ int flint_engine_measure_draft_cost(flint_engine *e, flint_err *err) {
             }
             flint_engine_dev_wait(e);
             if (k) t[k - 1] = now_ms() - t0;
+            else if (now_ms() - t0 > 20.0) reps = 1; /* as for the verify cost */
         }
-        qsort(t, 3, sizeof(double), cmp_double);
-        e->dyn_db[n_pts] = n, e->dyn_dt[n_pts] = t[1];
+        qsort(t, (size_t)reps, sizeof(double), cmp_double);
+        e->dyn_db[n_pts] = n, e->dyn_dt[n_pts] = t[reps / 2];
         n_pts++;
     }
     free(table);
@@ -227,17 +245,22 @@ static int cmp_cand(const void *a, const void *b) {
 
 void flint_engine_schedule_drafts(flint_engine *e, int n_rows_base, int n_d) {
     int n = 0;
+    double B = n_rows_base, tau = n_rows_base;
     for (int d = 0; d < n_d; d++) {
-        e->dlen[d] = 0;
+        const int fixed = flint_engine_pinned(e, &e->ss[e->dreq_sid[d]]);
+        e->dlen[d] = fixed ? e->dreqs[d].n_draft : 0;
         float a = 1.0f;
         for (int j = 0; j < e->dreqs[d].n_draft; j++) {
             a *= e->conf[(size_t)d * e->dmax + j];
+            if (fixed) { /* verified whatever it is worth: rows and expected tokens of the base */
+                B += 1, tau += a > 0.0f ? a : 0.0f;
+                continue;
+            }
             if (!(a > 0.0f)) break;
             e->cand[n++] = (flint_sched_cand){a, d, j};
         }
     }
     qsort(e->cand, (size_t)n, sizeof *e->cand, cmp_cand);
-    double B = n_rows_base, tau = n_rows_base;
     double best = tau / verify_ms(e, B);
     for (int i = 0; i < n; i++) {
         const flint_sched_cand *c = &e->cand[i];

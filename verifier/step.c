@@ -136,7 +136,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     if (e->dft && e->o.dynamic_draft) { /* the step's draft length from the cost model (schedule.c) */
         int n_run = 0;
         for (int i = 0; i < e->o.max_seqs; i++)
-            n_run += e->ss[i].st == S_RUNNING && !e->ss[i].cancelled && !fresh[i];
+            n_run += e->ss[i].st == S_RUNNING && !e->ss[i].cancelled && !fresh[i] && !flint_engine_pinned(e, &e->ss[i]);
         if (n_run > 0) k_step = flint_engine_pick_k(e, n_run);
     }
     for (int i = 0; i < e->o.max_seqs; i++) {
@@ -145,7 +145,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         s->di = -1;
         if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
         R++; /* the anchor's row */
-        s->k = draft_len(e, s, k_step);
+        s->k = draft_len(e, s, flint_engine_pinned(e, s) ? e->K : k_step);
         if (s->k > 0) {
             s->di = n_d;
             e->dreqs[n_d] = (flint_drafter_req){.anchor = s->anchor, .pos = s->pos, .seq = i, .n_draft = s->k,
@@ -289,14 +289,16 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         flint_drafter_ctx_batch cb = ctx_batch(e, C, e->tap_src);
         /* a step that drafted nothing lets the GPU drafter hold the rows (one gather now, their
          * K/V with the next draft's): the host goes on to the next forward sooner */
-        cb.defer = e->o.dynamic_draft && k_step == 0;
+        cb.defer = e->o.dynamic_draft && n_d == 0;
         mark(e, &e->prof.host_ms);
         if (flint_drafter_encode(e->dft, &cb, err)) return -1;
         mark(e, &e->prof.encode_ms);
     }
     /* the step's wall time (its encode is still in flight: the next step's first wait pays it,
      * and steps of one kind follow each other, so the scale absorbs it) */
-    if (e->dft && e->o.dynamic_draft && e->dyn_n && !e->o.profile) /* measured models only: given ones stay as given */
+    /* measured models only (given ones stay as given); not a step the scheduler chose K = 0 for
+     * while pinned sessions drafted: its time is neither choice's */
+    if (e->dft && e->o.dynamic_draft && e->dyn_n && !e->o.profile && (k_step > 0 || n_d == 0))
         flint_engine_observe_step_ms(e, k_step > 0, now_ms() - t_step);
     return 0;
 }
