@@ -204,16 +204,24 @@ static __device__ __forceinline__ void tc_load_tile(uint16_t *hi, uint16_t *lo, 
     }
 }
 
+/* j / G for a slot j < 1024 and G <= 16 (gdiv = ceil(2^16 / G): exact in that range, checked
+ * exhaustively), without the integer division's ~20 instructions */
+static __device__ __forceinline__ int tc_div(int j, int gdiv) { return (j * gdiv) >> 16; }
+
 /* The positions a slot's row sees: causal, row i of the group sees p0 + i + 1; block mode, all
  * rows see T; slots past the group's rows (padding) see nothing. */
-static __device__ __forceinline__ int tc_slot_T(int j, int n_slots, int G, int blk, int p0, int Tmax) {
-    return j >= n_slots ? 0 : blk ? Tmax : p0 + 1 + j / G;
+static __device__ __forceinline__ int tc_slot_T(int j, int n_slots, int gdiv, int blk, int p0, int Tmax) {
+    return j >= n_slots ? 0 : blk ? Tmax : p0 + 1 + tc_div(j, gdiv);
 }
 
 /* FUSED (a constant): the CTA takes every chunk of its groups (ns == 1) in order and merges them
  * itself, with the merge kernel's recurrence, into the output: no partials (head_dim <= 128, so
- * that each warp's running sums fit in registers: one dim-pair batch per warp). */
-static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, const tc_args x, const int FUSED) {
+ * that each warp's running sums fit in registers: one dim-pair batch per warp). HD (a constant):
+ * the head_dim the kernel is compiled for, 0 for any: with it known the loops over head_dim
+ * unroll and the tile loads' index arithmetic folds (at head_dim 128 it was ~30% of the split
+ * kernel's instructions at batch 1, ncu, session 18); the arithmetic on values is the same. */
+static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, const tc_args x, const int FUSED,
+                                                    const int HD) {
     extern __shared__ uint4 tc_smem[];
     __shared__ float red_m[4][TC_NQ], red_l[4][TC_NQ];   /* per warp: max and sum of each slot */
     __shared__ long long pos_off[ATTN_CHUNK];
@@ -224,7 +232,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: the matrix and the row this lane addresses */
     const int split = blockIdx.x, kvh = blockIdx.y, win = gridDim.z - 1 - blockIdx.z; /* last rows first */
-    const int hd = a.head_dim, G = a.n_heads / a.n_kv_heads, kst = hd + 8, blk = a.blk_rows > 0;
+    const int hd = HD ? HD : a.head_dim, G = a.n_heads / a.n_kv_heads, kst = hd + 8, blk = a.blk_rows > 0;
+    const int gdiv = (65536 + G - 1) / G; /* tc_div */
     const size_t slot = (size_t)a.n_kv_heads * hd; /* elements per cache position */
 
     /* Shared memory: [K hi | K lo] (P hi | P lo reuse it once the scores are done), [V hi | V lo],
@@ -338,7 +347,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                         const int j = idx / (hd >> 3), d = (idx - j * (hd >> 3)) * 8;
                         float v[8];
                         if (j < n_slots) {
-                            const float *qp = a.q + (size_t)(r0 + j / G) * a.ldq + (size_t)(kvh * G + j % G) * hd + d;
+                            const int jr = tc_div(j, gdiv);
+                            const float *qp = a.q + (size_t)(r0 + jr) * a.ldq + (size_t)(kvh * G + j - jr * G) * hd + d;
                             if (x.q_vec) {
                                 const float4 u0 = *(const float4 *)qp, u1 = *(const float4 *)(qp + 4);
                                 v[0] = u0.x, v[1] = u0.y, v[2] = u0.z, v[3] = u0.w;
@@ -419,7 +429,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
             for (int mt = 0; mt < TC_MT; mt++) {
                 if (mt >= n_mt) break;
                 const int j0 = mt * 16 + g, j1 = j0 + 8;
-                const int T0 = tc_slot_T(j0, n_slots, G, blk, p0, Tmax), T1 = tc_slot_T(j1, n_slots, G, blk, p0, Tmax);
+                const int T0 = tc_slot_T(j0, n_slots, gdiv, blk, p0, Tmax), T1 = tc_slot_T(j1, n_slots, gdiv, blk, p0, Tmax);
                 float m0 = -INFINITY, m1 = -INFINITY;
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++)
@@ -448,7 +458,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
             for (int mt = 0; mt < TC_MT; mt++) {
                 if (mt >= n_mt) break;
                 const int j0 = mt * 16 + g, j1 = j0 + 8;
-                const int T0 = tc_slot_T(j0, n_slots, G, blk, p0, Tmax), T1 = tc_slot_T(j1, n_slots, G, blk, p0, Tmax);
+                const int T0 = tc_slot_T(j0, n_slots, gdiv, blk, p0, Tmax), T1 = tc_slot_T(j1, n_slots, gdiv, blk, p0, Tmax);
                 const float M0 = fmaxf(fmaxf(red_m[0][j0], red_m[1][j0]), fmaxf(red_m[2][j0], red_m[3][j0]));
                 const float M1 = fmaxf(fmaxf(red_m[0][j1], red_m[1][j1]), fmaxf(red_m[2][j1], red_m[3][j1]));
                 float l0 = 0.0f, l1 = 0.0f;
@@ -537,7 +547,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 #pragma unroll
                     for (int hh = 0; hh < 2; hh++) {
                         const int j = mt * 16 + g + 8 * hh;
-                        if (t0 >= tc_slot_T(j, n_slots, G, blk, p0, Tmax)) continue; /* nothing seen, or padding */
+                        if (t0 >= tc_slot_T(j, n_slots, gdiv, blk, p0, Tmax)) continue; /* nothing seen, or padding */
                         if (FUSED) { /* attn_merge_kernel's step for chunk c, the same operations */
                             const float m = fmaxf(fmaxf(red_m[0][j], red_m[1][j]), fmaxf(red_m[2][j], red_m[3][j]));
                             const float l = __fadd_rn(__fadd_rn(red_l[0][j], red_l[1][j]), __fadd_rn(red_l[2][j], red_l[3][j]));
@@ -555,7 +565,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                             }
                             continue;
                         }
-                        const size_t part = ((size_t)(r0 + j / G) * a.n_heads + (size_t)kvh * G + j % G) * x.max_chunks + c;
+                        const int jr = tc_div(j, gdiv);
+                        const size_t part = ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + j - jr * G) * x.max_chunks + c;
                         float *op = o_part + part * hd + 2 * t;
 #pragma unroll
                         for (int nt = 0; nt < 4; nt++) {
@@ -573,8 +584,9 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 #pragma unroll
                     for (int hh = 0; hh < 2; hh++) {
                         const int j = mt * 16 + g + 8 * hh;
-                        if (t0 >= tc_slot_T(j, n_slots, G, blk, p0, Tmax)) continue;
-                        const size_t part = ((size_t)(r0 + j / G) * a.n_heads + (size_t)kvh * G + j % G) * x.max_chunks + c;
+                        if (t0 >= tc_slot_T(j, n_slots, gdiv, blk, p0, Tmax)) continue;
+                        const int jr = tc_div(j, gdiv);
+                        const size_t part = ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + j - jr * G) * x.max_chunks + c;
                         ml_part[2 * part] = fmaxf(fmaxf(red_m[0][j], red_m[1][j]), fmaxf(red_m[2][j], red_m[3][j]));
                         ml_part[2 * part + 1] = __fadd_rn(__fadd_rn(red_l[0][j], red_l[1][j]), __fadd_rn(red_l[2][j], red_l[3][j]));
                     }
@@ -592,7 +604,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                     const int j = mt * 16 + g + 8 * hh;
                     if (j >= n_slots) continue;
                     const float inv = 1.0f / L_run[mt][hh];
-                    uint16_t *op = a.out + (size_t)(r0 + j / G) * a.ldo + (size_t)(kvh * G + j % G) * hd + 2 * t;
+                    const int jr = tc_div(j, gdiv);
+                    uint16_t *op = a.out + (size_t)(r0 + jr) * a.ldo + (size_t)(kvh * G + j - jr * G) * hd + 2 * t;
 #pragma unroll
                     for (int nt = 0; nt < 4; nt++) {
                         if (nt >= 2 && !has2) break;
@@ -608,11 +621,21 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_kernel(const flint_cuda_attn a, const tc_args x) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
-    attn_tc_body(a, x, 0);
+    attn_tc_body(a, x, 0, 0);
 }
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_fused_kernel(const flint_cuda_attn a, const tc_args x) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
-    attn_tc_body(a, x, 1);
+    attn_tc_body(a, x, 1, 0);
+}
+/* head_dim 128 (the Qwen3 models) */
+static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_kernel_d128(const flint_cuda_attn a, const tc_args x) {
+    pdl_trigger();
+    attn_tc_body(a, x, 0, 128);
+}
+static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_fused_kernel_d128(const flint_cuda_attn a,
+                                                                                 const tc_args x) {
+    pdl_trigger();
+    attn_tc_body(a, x, 1, 128);
 }
 
 /* Dynamic shared memory of attn_tc_kernel for nq query slots. */
@@ -763,32 +786,36 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_chunk_kernel(const f
  * loading every chunk's l and 8 chunks' o ahead of the chains, 7.3 -> 8.7 us per verify layer at
  * batch 1; and merging in the split kernel's last block instead of this second launch, which
  * merges a verify's 8 rows one after another there: 68 us a layer instead of 27.) */
-#define MERGE_OUT (ATTN_G * FLINT_CUDA_ATTN_MAX_HEAD_DIM / ATTN_THREADS) /* outputs per thread, at most */
+#define MERGE_OUT (FLINT_CUDA_ATTN_MAX_HEAD_DIM / ATTN_THREADS) /* outputs per thread, at most */
 
+/* One CTA per (head, row) (session 18; it was one per KV head and row, each thread chaining its
+ * G x head_dim / 128 outputs one after another: at batch 1 only 8 CTAs, and their chains waited
+ * for one load per chunk each). Warp 0 scans the chunks; every thread chains its dims' A with the
+ * chunk loop unrolled, so several chunks' loads are in flight. The operations per output and
+ * their order are unchanged. */
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const flint_cuda_attn a, int max_chunks) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
-    __shared__ float al_s[ATTN_G][32], be_s[ATTN_G][32];
-    __shared__ float M_s[ATTN_G], L_s[ATTN_G];
-    const int kvh = blockIdx.x, r = blockIdx.y, hd = a.head_dim, G = a.n_heads / a.n_kv_heads;
+    __shared__ float al_s[32], be_s[32];
+    __shared__ float M_s, L_s;
+    const int h = blockIdx.x, r = blockIdx.y, hd = a.head_dim;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int n_cache, blk0;
     const int T = attn_span(a.blk_rows, a.pos, r, &n_cache, &blk0);
     const int nch = (T + ATTN_CHUNK - 1) / ATTN_CHUNK;
     if (nch > max_chunks) __trap(); /* max_ctx was below this row's context: a caller bug */
-    const size_t base = ((size_t)r * a.n_heads + (size_t)kvh * G) * max_chunks; /* head kvh*G, chunk 0 */
-    const float *o = a.scratch, *ml = a.scratch + (size_t)a.n_rows * a.n_heads * max_chunks * hd;
-    if (tid < G) M_s[tid] = -INFINITY, L_s[tid] = 0.0f;
+    const size_t base = ((size_t)r * a.n_heads + (size_t)h) * max_chunks; /* head h, chunk 0 */
+    const float *o = a.scratch + base * hd, *ml = a.scratch + (size_t)a.n_rows * a.n_heads * max_chunks * hd + 2 * base;
+    if (tid == 0) M_s = -INFINITY, L_s = 0.0f;
     __syncthreads();
 
-    const int n_out = G * hd; /* output i: head i / hd, dim i % hd */
     float acc[MERGE_OUT];
 #pragma unroll
     for (int k = 0; k < MERGE_OUT; k++) acc[k] = 0.0f;
     for (int c0 = 0; c0 < nch; c0 += 32) {
         const int n = min(32, nch - c0);
-        for (int gh = warp; gh < G; gh += ATTN_THREADS / 32) {
-            const float *mlc = ml + 2 * (base + (size_t)gh * max_chunks + c0);
-            const float m = lane < n ? mlc[2 * lane] : -INFINITY, carry = M_s[gh];
+        if (warp == 0) {
+            const float *mlc = ml + 2 * c0;
+            const float m = lane < n ? mlc[2 * lane] : -INFINITY, carry = M_s;
             float pm = m; /* inclusive prefix max over lanes, then with the previous tiles' */
 #pragma unroll
             for (int k = 1; k < 32; k <<= 1) {
@@ -799,38 +826,37 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const f
             float prev = __shfl_up_sync(0xffffffffu, pm, 1);
             if (lane == 0) prev = carry;
             if (lane < n) {
-                al_s[gh][lane] = expf(__fsub_rn(prev, pm));
-                be_s[gh][lane] = expf(__fsub_rn(m, pm));
+                al_s[lane] = expf(__fsub_rn(prev, pm));
+                be_s[lane] = expf(__fsub_rn(m, pm));
             }
             const float last = __shfl_sync(0xffffffffu, pm, n - 1);
             __syncwarp();
             if (lane == 0) {
-                float L = L_s[gh];
-                for (int c = 0; c < n; c++) L = fmaf(mlc[2 * c + 1], be_s[gh][c], __fmul_rn(L, al_s[gh][c]));
-                L_s[gh] = L;
-                M_s[gh] = last;
+                float L = L_s;
+                for (int c = 0; c < n; c++) L = fmaf(mlc[2 * c + 1], be_s[c], __fmul_rn(L, al_s[c]));
+                L_s = L;
+                M_s = last;
             }
         }
         __syncthreads();
 #pragma unroll
         for (int k = 0; k < MERGE_OUT; k++) {
-            const int i = tid + k * ATTN_THREADS;
-            if (i >= n_out) break;
-            const int gh = i / hd, d = i - gh * hd;
-            const float *op = o + (base + (size_t)gh * max_chunks + c0) * hd + d;
+            const int d = tid + k * ATTN_THREADS;
+            if (d >= hd) break;
+            const float *op = o + (size_t)c0 * hd + d;
             float s = acc[k];
-            for (int c = 0; c < n; c++) s = fmaf(op[(size_t)c * hd], be_s[gh][c], __fmul_rn(s, al_s[gh][c]));
+#pragma unroll 8
+            for (int c = 0; c < n; c++) s = fmaf(op[(size_t)c * hd], be_s[c], __fmul_rn(s, al_s[c]));
             acc[k] = s;
         }
         __syncthreads();
     }
+    const float inv = 1.0f / L_s;
 #pragma unroll
     for (int k = 0; k < MERGE_OUT; k++) {
-        const int i = tid + k * ATTN_THREADS;
-        if (i >= n_out) break;
-        const int gh = i / hd, d = i - gh * hd;
-        const float inv = 1.0f / L_s[gh];
-        a.out[(size_t)r * a.ldo + (size_t)(kvh * G + gh) * hd + d] = f2bf(__fmul_rn(acc[k], inv));
+        const int d = tid + k * ATTN_THREADS;
+        if (d >= hd) break;
+        a.out[(size_t)r * a.ldo + (size_t)h * hd + d] = f2bf(__fmul_rn(acc[k], inv));
     }
 }
 
@@ -869,6 +895,13 @@ static void attn_tc_allow_smem(int dev) {
                                     cudaSharedmemCarveoutMaxShared));
     CUDA_CHECK(cudaFuncSetAttribute(attn_tc_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_LIMIT));
     CUDA_CHECK(cudaFuncSetAttribute(attn_tc_fused_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_kernel_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_LIMIT));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_kernel_d128, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_fused_kernel_d128, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    TC_SMEM_LIMIT));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_fused_kernel_d128, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
     done[dev] = 1;
 }
@@ -929,15 +962,18 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         fused = x.ns == 1 && a->head_dim <= 128;
         const size_t smem = tc_smem_bytes(a->head_dim, blk, x.nq);
         attn_tc_allow_smem(dev);
+        const int d128 = a->head_dim == 128; /* the same arithmetic, compiled for the shape */
         if (fused)
-            attn_tc_fused_kernel<<<dim3(1, a->n_kv_heads, windows), ATTN_THREADS, smem, s>>>(*a, x);
+            (d128 ? attn_tc_fused_kernel_d128 : attn_tc_fused_kernel)<<<dim3(1, a->n_kv_heads, windows), ATTN_THREADS,
+                                                                        smem, s>>>(*a, x);
         else
-            attn_tc_kernel<<<dim3((unsigned)x.ns, a->n_kv_heads, windows), ATTN_THREADS, smem, s>>>(*a, x);
+            (d128 ? attn_tc_kernel_d128 : attn_tc_kernel)<<<dim3((unsigned)x.ns, a->n_kv_heads, windows), ATTN_THREADS,
+                                                            smem, s>>>(*a, x);
     } else {
         attn_chunk_kernel<<<dim3(max_chunks, a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s>>>(*a, max_chunks, scale);
     }
     CUDA_CHECK(cudaGetLastError());
     if (fused) return;
-    attn_merge_kernel<<<dim3(a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s>>>(*a, max_chunks);
+    attn_merge_kernel<<<dim3(a->n_heads, a->n_rows), ATTN_THREADS, 0, s>>>(*a, max_chunks);
     CUDA_CHECK(cudaGetLastError());
 }
