@@ -80,6 +80,7 @@ struct flint_engine {
     double dyn_cnt, dyn_tok, dyn_rows;                 /* decayed sums over requests of drafting steps:
                                                           * count, tokens emitted, rows verified */
     int64_t dyn_steps, dyn_last_draft;                 /* spec steps so far, the last that drafted */
+    int64_t dyn_obs_steps;                             /* drafting steps whose requests were observed */
     double dyn_pred_ms, dyn_scale[2];                  /* this step's modelled ms; real / modelled, without
                                                           * and with drafting (decayed) */
     int64_t dyn_k_hist[FLINT_MAX_DRAFT + 1];           /* spec steps by chosen K_step */

@@ -201,13 +201,14 @@ int flint_engine_pick_k(flint_engine *e, int n) {
     const double t_with = e->dyn_scale[1] * (verify_ms(e, n * (e->dyn_cnt > 0 ? e->dyn_rows / e->dyn_cnt : K + 1)) +
                                              draft_ms(e, n));
     const double t_without = e->dyn_scale[0] * verify_ms(e, n);
-    /* K until ~24 requests have been seen in drafting steps; then K when drafting pays, and while
+    /* K until ~24 requests or 8 drafting steps have been seen (24 decayed requests take ~33 steps
+     * at batch 1: half of the embedded pair's 60-step bench); then K when drafting pays, and while
      * it does not, one drafting step every m steps keeps its yield measured, m chosen so that this
      * costs at most ~2% of throughput. A drafting step takes t_with and yields what plain steps
      * would in ratio * t_with, so each one loses (1 - ratio) t_with: over m steps of about
      * t_without, (1 - ratio) (t_with / t_without) / m <= 0.02 (4 <= m <= 256). (Without the
      * t_with / t_without factor the embedded pair explored 2-3 steps in 60 at batch 8-64, ~5%.) */
-    if (n > 0 && K > 0 && e->dyn_cnt >= 24.0) {
+    if (n > 0 && K > 0 && (e->dyn_cnt >= 24.0 || e->dyn_obs_steps >= 8)) {
         const double tokens = e->dyn_tok / e->dyn_cnt; /* per request */
         const double with = n * tokens / t_with, without = n / t_without, ratio = with / without;
         if (!(ratio > 1.0)) {

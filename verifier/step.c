@@ -285,6 +285,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         }
         flint_engine_push_event(e, i);
     }
+    if (e->dft && e->o.dynamic_draft && k_step > 0 && n_d > 0) e->dyn_obs_steps++;
     if (e->dft && C > 0) {
         flint_drafter_ctx_batch cb = ctx_batch(e, C, e->tap_src);
         /* a step that drafted nothing lets the GPU drafter hold the rows (one gather now, their
