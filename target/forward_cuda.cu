@@ -522,7 +522,15 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
     for (int l = 0; l < c->n_layers; l++) {
         const cuda_layer *ly = &g->layers[l];
         uint16_t *kc = g->k_cache + (size_t)l * g->kv_stride, *vc = g->v_cache + (size_t)l * g->kv_stride;
-        flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->attn_norm, R, H, c->rms_norm_eps, s);
+        /* a tap of the layer before (its output, x as this norm reads it) rides on this norm */
+        float *tap = NULL;
+        for (int j = 0; j < k->n_taps; j++) {
+            if (l == 0 || k->tap_layers[j] != l - 1) continue;
+            if (!tap) tap = g->taps + (size_t)j * H;
+            else flint_cuda_copy_rows(g->taps + (size_t)j * H, k->n_taps * (int)H, g->x, (int)H, R, (int)H, s);
+        }
+        flint_cuda_rmsnorm_copy(g->xn, H, g->x, H, NULL, ly->attn_norm, R, H, c->rms_norm_eps, tap, k->n_taps * (int)H,
+                                s);
         flint_cuda_gemm_tc(g->qkv, t->qkv_dim, g->xn, H, ly->wqkv, R, t->qkv_dim, H, 0, s);
         /* q/k norm, RoPE, and the K/V into the cache: one launch */
         const flint_cuda_kv_dst kv = {kc,     vc,       t->nh,         t->q_dim + t->kv_dim, t->nkv,
@@ -555,8 +563,8 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
         flint_cuda_gemm_tc(g->gu, 2 * I, g->xn, H, ly->w_gate_up, R, 2 * I, H, 0, s);
         flint_cuda_swiglu(g->act, I, g->gu, 2 * I, R, I, s);
         if (row_parallel(t, g, g->act, I, ly->w_down, R, err)) return -1;
-        for (int j = 0; j < k->n_taps; j++)
-            if (k->tap_layers[j] == l)
+        for (int j = 0; j < k->n_taps; j++) /* the last layer's tap: no norm of a next layer to carry it */
+            if (k->tap_layers[j] == l && l == c->n_layers - 1)
                 flint_cuda_copy_rows(g->taps + (size_t)j * H, k->n_taps * (int)H, g->x, (int)H, R, (int)H, s);
     }
     if (k->n_logit > 0) {

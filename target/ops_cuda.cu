@@ -75,13 +75,15 @@ void flint_cuda_embed(float *out, const uint16_t *embed, const int32_t *tokens, 
  * loads (odd widths or pitches). */
 static __global__ void __launch_bounds__(NORM_THREADS)
 rmsnorm_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w, int n,
-               float eps) {
+               float eps, float *copy, int ldc) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     __shared__ float part[NORM_THREADS / 32];
     const int i = blockIdx.x;
     const float *xr = x + (size_t)(rows ? rows[i] : i) * ldx;
     float ss = 0.0f;
     for (int k = threadIdx.x; k < n; k += NORM_THREADS) ss = fmaf(xr[k], xr[k], ss);
+    if (copy)
+        for (int k = threadIdx.x; k < n; k += NORM_THREADS) copy[(size_t)i * ldc + k] = xr[k];
     ss = warp_sum(ss);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
     __syncthreads();
@@ -100,7 +102,7 @@ rmsnorm_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *r
  * scalar kernel's chain of dependent loads made a 4096-wide norm cost ~8 us; this one ~2. */
 static __global__ void __launch_bounds__(1024)
 rmsnorm_vec_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w, int n,
-                   float eps) {
+                   float eps, float *copy, int ldc) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     __shared__ float part[32];
     const int i = blockIdx.x, n4 = n >> 2, T = blockDim.x;
@@ -113,6 +115,14 @@ rmsnorm_vec_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_
         const int k = threadIdx.x + j * T;
         v[j] = k < n4 ? xr[k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         wv[j] = k < n4 ? wr[k] : make_uint2(0u, 0u);
+    }
+    if (copy) { /* the row as read (rmsnorm_copy): the target's taps */
+        float4 *cr = (float4 *)(copy + (size_t)i * ldc);
+#pragma unroll
+        for (int j = 0; j < NORM_VEC; j++) {
+            const int k = threadIdx.x + j * T;
+            if (k < n4) cr[k] = v[j];
+        }
     }
     float ss = 0.0f;
 #pragma unroll
@@ -143,22 +153,28 @@ rmsnorm_vec_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_
     }
 }
 
-void flint_cuda_rmsnorm(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w,
-                        int n_rows, int n, float eps, flint_cuda_stream s) {
-    FLINT_ASSERT(n_rows >= 0 && n > 0 && ldo >= n && ldx >= n && w);
+void flint_cuda_rmsnorm_copy(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w,
+                             int n_rows, int n, float eps, float *copy, int ldc, flint_cuda_stream s) {
+    FLINT_ASSERT(n_rows >= 0 && n > 0 && ldo >= n && ldx >= n && w && (!copy || ldc >= n));
     if (n_rows == 0) return;
     /* the path and the block size depend on the shape and the buffers, never on n_rows */
     const int n4 = n / 4;
     const int vec = n % 4 == 0 && ldx % 4 == 0 && ldo % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)out % 8 == 0 &&
-                    (uintptr_t)w % 8 == 0 && n4 <= 1024 * NORM_VEC;
+                    (uintptr_t)w % 8 == 0 && n4 <= 1024 * NORM_VEC &&
+                    (!copy || (ldc % 4 == 0 && (uintptr_t)copy % 16 == 0));
     if (vec) {
         int T = (n4 + NORM_VEC - 1) / NORM_VEC;
         T = (T + 31) / 32 * 32;
-        rmsnorm_vec_kernel<<<n_rows, T, 0, s>>>(out, ldo, x, ldx, rows, w, n, eps);
+        rmsnorm_vec_kernel<<<n_rows, T, 0, s>>>(out, ldo, x, ldx, rows, w, n, eps, copy, ldc);
     } else {
-        rmsnorm_kernel<<<n_rows, NORM_THREADS, 0, s>>>(out, ldo, x, ldx, rows, w, n, eps);
+        rmsnorm_kernel<<<n_rows, NORM_THREADS, 0, s>>>(out, ldo, x, ldx, rows, w, n, eps, copy, ldc);
     }
     CUDA_CHECK(cudaGetLastError());
+}
+
+void flint_cuda_rmsnorm(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w,
+                        int n_rows, int n, float eps, flint_cuda_stream s) {
+    flint_cuda_rmsnorm_copy(out, ldo, x, ldx, rows, w, n_rows, n, eps, NULL, 0, s);
 }
 
 #define HEAD_WARPS 4

@@ -76,6 +76,10 @@ void flint_cuda_embed(float *out, const uint16_t *embed, const int32_t *tokens, 
  * pick only the rows whose logits are wanted. */
 void flint_cuda_rmsnorm(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w,
                         int n_rows, int n, float eps, flint_cuda_stream s);
+/* The same, and the rows it reads copied as they are to copy [n_rows][ldc] (fp32, row i of the
+ * output's order): the target's taps of the layer before, without a launch of their own. */
+void flint_cuda_rmsnorm_copy(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w,
+                             int n_rows, int n, float eps, float *copy, int ldc, flint_cuda_stream s);
 
 /* In place on fp32 rows x [n_rows][ldx]: heads 0..n_a-1 (at h * head_dim) are RMS-normed with
  * w_a, heads n_a..n_a+n_b-1 with w_b (per head, Qwen3 q_norm / k_norm; a NULL weight means no

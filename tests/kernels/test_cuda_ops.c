@@ -225,8 +225,31 @@ static void test_rmsnorm(int R, int n, int ldx, int ldo, int gather) {
     const float eps = 1e-6f;
     dbuf dx = dnew_up(x, sizeof(float) * X * ldx), dw = dnew_up(w, sizeof(uint16_t) * n);
     dbuf dr = dnew_up(rows, sizeof(int32_t) * R), dout = dnew(sizeof(uint16_t) * R * ldo);
-    flint_cuda_rmsnorm(dout.p, ldo, dx.p, ldx, gather ? dr.p : NULL, dw.p, R, n, eps, NULL);
+    /* ungathered cases also copy the rows they read (flint_cuda_rmsnorm_copy: the target's taps),
+     * at a row pitch that keeps the 16-byte path where the norm has it */
+    const int copy = !gather, ldc = n % 4 == 0 ? n + 4 : n + 1;
+    dbuf dc = dnew(copy ? sizeof(float) * R * ldc : 4);
+    if (copy)
+        flint_cuda_rmsnorm_copy(dout.p, ldo, dx.p, ldx, NULL, dw.p, R, n, eps, dc.p, ldc, NULL);
+    else
+        flint_cuda_rmsnorm(dout.p, ldo, dx.p, ldx, gather ? dr.p : NULL, dw.p, R, n, eps, NULL);
     down(got, &dout);
+    if (copy) {
+        float *cp = xmalloc(sizeof(float) * R * ldc);
+        down(cp, &dc);
+        size_t bad = 0, nf = 0;
+        for (int i = 0; i < R; i++)
+            for (int k = 0; k < n; k++) {
+                const float g = cp[(size_t)i * ldc + k];
+                if (!isfinite(g)) nf++;
+                if (memcmp(&g, &x[(size_t)i * ldx + k], sizeof g)) bad++;
+            }
+        char cc[96];
+        snprintf(cc, sizeof cc, "rows=%d n=%d ldx=%d ldc=%d", R, n, ldx, ldc);
+        bits_row("rmsnorm copy", cc, bad, (size_t)R * n, nf, guards_ok(&dc) && gaps_ok(cp, R, n, ldc, 4));
+        free(cp);
+    }
+    dfree(&dc);
     cmp c = {0};
     for (int i = 0; i < R; i++) {
         flint_ops_rmsnorm(ref, x + (size_t)rows[i] * ldx, wf, n, eps);
