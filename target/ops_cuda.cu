@@ -160,8 +160,10 @@ void flint_cuda_rmsnorm_copy(uint16_t *out, int ldo, const float *x, int ldx, co
     /* the path and the block size depend on the shape and the buffers, never on n_rows */
     const int n4 = n / 4;
     const int vec = n % 4 == 0 && ldx % 4 == 0 && ldo % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)out % 8 == 0 &&
-                    (uintptr_t)w % 8 == 0 && n4 <= 1024 * NORM_VEC &&
-                    (!copy || (ldc % 4 == 0 && (uintptr_t)copy % 16 == 0));
+                    (uintptr_t)w % 8 == 0 && n4 <= 1024 * NORM_VEC;
+    /* the copy must not choose the path (the two paths' sums differ in order): a tap buffer
+     * beside a 16-byte row is 16-byte aligned too */
+    FLINT_ASSERT(!(vec && copy) || (ldc % 4 == 0 && (uintptr_t)copy % 16 == 0));
     if (vec) {
         int T = (n4 + NORM_VEC - 1) / NORM_VEC;
         T = (T + 31) / 32 * 32;

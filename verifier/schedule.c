@@ -10,8 +10,8 @@
  *
  * T(B): verify time of a batch of B rows, measured on the target at open (at the CUDA forward's
  * row buckets 1, 2, 4, 8, 12, 16, 24, ... up to max_rows, median of 3 runs each (one for runs over
- * 20 ms), logits and taps
- * where a step leaves them; linear between the points, made monotone as vLLM's cost tables are),
+ * 20 ms), logits and taps where a step leaves them; linear between the points, made monotone as
+ * vLLM's cost tables are),
  * or fixed + per_row x B given in the options so that runs are reproducible. Raw confidences
  * are used (no per-position temperature calibration yet). On a CPU the verify cost grows with every
  * row, so the scheduler rightly keeps few drafts; on a GPU it is flat up to dozens of rows.

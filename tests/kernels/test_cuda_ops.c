@@ -227,7 +227,7 @@ static void test_rmsnorm(int R, int n, int ldx, int ldo, int gather) {
     dbuf dr = dnew_up(rows, sizeof(int32_t) * R), dout = dnew(sizeof(uint16_t) * R * ldo);
     /* ungathered cases also copy the rows they read (flint_cuda_rmsnorm_copy: the target's taps),
      * at a row pitch that keeps the 16-byte path where the norm has it */
-    const int copy = !gather, ldc = n % 4 == 0 ? n + 4 : n + 1;
+    const int copy = !gather, ldc = n % 4 == 0 ? n + 4 : n;
     dbuf dc = dnew(copy ? sizeof(float) * R * ldc : 4);
     if (copy)
         flint_cuda_rmsnorm_copy(dout.p, ldo, dx.p, ldx, NULL, dw.p, R, n, eps, dc.p, ldc, NULL);
