@@ -126,6 +126,7 @@ int flint_eval_run(const flint_eval_options *o, flint_err *err) {
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddNumberToObject(cfg, "num_speculative_tokens", K);
     cJSON_AddStringToObject(cfg, "draft_sample_method", eo.draft_greedy ? "greedy" : "probabilistic");
+    cJSON_AddBoolToObject(cfg, "dynamic_draft", eo.dynamic_draft > 0); /* fixed K unless the config asks */
     cJSON_AddNumberToObject(cfg, "temperature", o->sampling.temperature);
     cJSON_AddNumberToObject(cfg, "top_p", o->sampling.top_p);
     cJSON_AddNumberToObject(cfg, "top_k", o->sampling.top_k);
