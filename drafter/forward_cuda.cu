@@ -1061,11 +1061,10 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
         memset(&k, 0, sizeof k);
         k.rows = np;
         k.n_steps = n_steps;
-        /* the attention bound: a power of two from 512 (a row's arithmetic depends on its own
-         * context only, so a larger bound changes no bit), within the RoPE table */
-        k.ctx = 512;
-        while (k.ctx < max_ctx) k.ctx *= 2;
-        if (k.ctx > d->max_len + B) k.ctx = d->max_len + B;
+        /* the attention bound: the longest context (a row's arithmetic depends on its own context
+         * only, so a larger bound changes no bit; the scratch is reserved for it), so the draft
+         * graphs do not depend on the context */
+        k.ctx = d->max_len + B;
         k.with_q = out->q || out->q_on_device;
         cudaGraphExec_t exec = NULL;
         if (dgraph_get(d, &g->draft_graphs, &k, launch_draft, g->stream, &exec, err)) return -1;

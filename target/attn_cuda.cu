@@ -231,7 +231,9 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: the matrix and the row this lane addresses */
-    const int split = blockIdx.x, kvh = blockIdx.y, win = gridDim.z - 1 - blockIdx.z; /* last rows first */
+    /* grid (KV head, window, split): CTAs start in x, y, z order, so every split's working CTAs
+     * start before the next split's; the last rows' windows first */
+    const int kvh = blockIdx.x, win = gridDim.y - 1 - blockIdx.y, split = blockIdx.z;
     const int hd = HD ? HD : a.head_dim, G = a.n_heads / a.n_kv_heads, kst = hd + 8, blk = a.blk_rows > 0;
     const int gdiv = (65536 + G - 1) / G; /* tc_div */
     const size_t slot = (size_t)a.n_kv_heads * hd; /* elements per cache position */
@@ -964,10 +966,10 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         attn_tc_allow_smem(dev);
         const int d128 = a->head_dim == 128; /* the same arithmetic, compiled for the shape */
         if (fused)
-            (d128 ? attn_tc_fused_kernel_d128 : attn_tc_fused_kernel)<<<dim3(1, a->n_kv_heads, windows), ATTN_THREADS,
+            (d128 ? attn_tc_fused_kernel_d128 : attn_tc_fused_kernel)<<<dim3(a->n_kv_heads, windows, 1), ATTN_THREADS,
                                                                         smem, s>>>(*a, x);
         else
-            (d128 ? attn_tc_kernel_d128 : attn_tc_kernel)<<<dim3((unsigned)x.ns, a->n_kv_heads, windows), ATTN_THREADS,
+            (d128 ? attn_tc_kernel_d128 : attn_tc_kernel)<<<dim3(a->n_kv_heads, windows, (unsigned)x.ns), ATTN_THREADS,
                                                             smem, s>>>(*a, x);
     } else {
         attn_chunk_kernel<<<dim3(max_chunks, a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s>>>(*a, max_chunks, scale);

@@ -36,7 +36,7 @@
     } while (0)
 
 /* A forward's launch shape: what a captured graph bakes in. Rows and logit rows are padded up to
- * buckets, the attention bound up to a power of two, so a few graphs serve every step. */
+ * buckets and the attention bound is the model's context, so a few graphs serve every step. */
 typedef struct graph_key {
     int rows, n_logit, ctx, n_taps;
     int rows_per_seq; /* the attention's window hint, 1, 2, 4 or 8 (flint_cuda_attn) */
@@ -680,12 +680,10 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     memset(&k, 0, sizeof k);
     k.rows = graphed ? row_bucket(o, R, o->max_rows) : R;
     k.n_logit = b->n_logit_rows > 0 && graphed ? row_bucket(o, b->n_logit_rows, k.rows) : b->n_logit_rows;
-    k.ctx = max_ctx;
-    if (graphed) {
-        k.ctx = 512;
-        while (k.ctx < max_ctx) k.ctx *= 2;
-        if (k.ctx > o->max_len) k.ctx = o->max_len;
-    }
+    /* the attention's bound: a captured forward is sized for the longest context (its grid only
+     * gains splits that find no chunk and end at once; the scratch is reserved for it), so the
+     * graphs do not depend on the context and the pool stops growing as sequences do */
+    k.ctx = graphed ? o->max_len : max_ctx;
     k.n_taps = b->n_taps;
     for (int j = 0; j < b->n_taps; j++) k.tap_layers[j] = b->tap_layers[j];
     k.rows_per_seq = 1; /* rows per sequence, rounded up to 1, 2, 4 or 8: decode and verify batches get their own graphs */
