@@ -39,8 +39,8 @@
  * R_MAX / 2 (R_MAX = 64 / G rows fit a CTA) and that is at least U rows into the run. So a run
  * of up to U rows (a verify block of 8 when G <= 4) is one group, the first group of a run has
  * at most 2U - 1 < R_MAX rows, later ones U; a CTA finds the cuts with a look-back of U rows. In
- * block mode a group is a block's rows (cut every R_MAX rows). The grid is (split s, KV head,
- * window of 8 rows): a CTA takes the groups whose first row lies in its window and, of each, the
+ * block mode a group is a block's rows (cut every R_MAX rows). The grid is (KV head, window of 8
+ * rows, split s): a CTA takes the groups whose first row lies in its window and, of each, the
  * chunks c = s, s + NS, ... (NS picked from the grid size for occupancy; it changes nothing in
  * the arithmetic). NS = 1 (enough CTAs without splitting: large-batch verify, long prefill) at
  * head_dim <= 128 takes the fused kernel. The grid depends on n_rows and max_ctx only:
