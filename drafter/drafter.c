@@ -335,4 +335,9 @@ void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info 
     (void)d;
     memset(info, 0, sizeof *info);
 }
+
+int flint_drafter_capture_graphs(flint_drafter *d, int n_steps, int with_q, flint_err *err) {
+    (void)d, (void)n_steps, (void)with_q, (void)err;
+    return 0;
+}
 #endif

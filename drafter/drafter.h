@@ -166,6 +166,10 @@ typedef struct flint_drafter_graph_info {
     size_t bytes;
 } flint_drafter_graph_info;
 void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info *info);
+/* Capture now the CUDA drafter's encode graphs (every row bucket) and draft graphs (every request
+ * bucket at 1..n_steps drafts, q written when with_q), so that steps only replay. No-op on the CPU
+ * or with enforce_eager. */
+int flint_drafter_capture_graphs(flint_drafter *d, int n_steps, int with_q, flint_err *err);
 
 #ifdef __cplusplus
 }

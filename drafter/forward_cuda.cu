@@ -293,7 +293,9 @@ typedef struct dgraph_entry {
     size_t bytes; /* device memory its capture took */
 } dgraph_entry;
 
-#define DGRAPH_POOL 64 /* per kind; the least recently used is evicted */
+/* graphs per kind (start-up: up to 11 request buckets x 7 draft lengths); the least recently used
+ * is evicted */
+#define DGRAPH_POOL 128
 
 typedef struct dgraph_pool {
     dgraph_entry e[DGRAPH_POOL];
@@ -848,6 +850,41 @@ static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, lau
     if (slot == p->n) p->n++;
     *out = exec;
     return 0;
+}
+
+/* Start-up capture (flint_drafter_capture_graphs): the encode of every row bucket and the draft of
+ * every request bucket at 1..n_steps Markov steps, the keys the calls make (calls that want logits
+ * run eagerly and have none). */
+static int capture_pools(flint_drafter *d, int n_steps, int with_q, flint_err *err) {
+    struct flint_drafter_cuda *g = d->cuda;
+    if (!g || d->opts.enforce_eager) return 0;
+    CUDA_OK(cudaSetDevice(g->device), "select device");
+    cudaGraphExec_t exec;
+    for (int n = 1, prev = 0; n <= d->opts.max_rows; n++) {
+        dgraph_key k;
+        memset(&k, 0, sizeof k);
+        k.rows = pad_bucket(n, d->opts.max_rows);
+        if (k.rows == prev) continue;
+        prev = k.rows;
+        if (dgraph_get(d, &g->enc_graphs, &k, launch_encode, g->es, &exec, err)) return -1;
+    }
+    for (int s = 1; s <= n_steps; s++) /* fewer drafts: requests near their end, or capped by the request */
+        for (int n = 1, prev = 0; n <= d->opts.max_reqs; n++) {
+            dgraph_key k;
+            memset(&k, 0, sizeof k);
+            k.rows = pad_bucket(n, d->opts.max_reqs);
+            if (k.rows == prev) continue;
+            prev = k.rows;
+            k.n_steps = s;
+            k.ctx = d->max_len + d->cfg.block_size; /* as flint_drafter_draft_cuda */
+            k.with_q = with_q;
+            if (dgraph_get(d, &g->draft_graphs, &k, launch_draft, g->stream, &exec, err)) return -1;
+        }
+    return 0;
+}
+
+int flint_drafter_capture_graphs(flint_drafter *d, int n_steps, int with_q, flint_err *err) {
+    return capture_pools(d, n_steps, with_q, err);
 }
 
 void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info *info) {

@@ -198,6 +198,9 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
     char *owned = NULL, *path_svg = NULL;
     flint_engine *e = NULL;
     row *rows = flint_xcalloc((size_t)(nk * o->n_batch), sizeof *rows);
+    /* CUDA graphs of each engine: at open (start-up capture), and after its runs */
+    flint_target_graph_info *g_open = flint_xcalloc((size_t)nk, sizeof *g_open);
+    flint_target_graph_info *g_end = flint_xcalloc((size_t)nk, sizeof *g_end);
     int n_rows = 0;
     cJSON *root = NULL;
     for (int i = 0; i < o->n_batch; i++)
@@ -238,6 +241,8 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
             if (K) flint_err_prefix(err, "K = %d: ", K);
             goto done;
         }
+        size_t dev_bytes = 0;
+        flint_engine_device_stats(e, &g_open[ki], &dev_bytes);
         if (!pool && !(pool = token_pool(e, o, &n_pool, err))) goto done;
         for (int bi = 0; bi < o->n_batch; bi++) {
             row *r = &rows[n_rows];
@@ -253,6 +258,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
             flint_log_info("bench: b = %d, K = %d: median step %.3f ms, AL %.3f", r->b, r->k, r->median_ms,
                            r->measured_al);
         }
+        flint_engine_device_stats(e, &g_end[ki], &dev_bytes);
         flint_engine_close(e);
         e = NULL;
     }
@@ -285,6 +291,13 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
                 for (int k = 0; k <= rows[i].k; k++) printf(" K%d: %lld", k, (long long)rows[i].khist[k]);
                 printf("\n");
             }
+        }
+        if (g_open[0].n_captures > 0 || g_end[0].n_captures > 0) {
+            printf("CUDA graphs per engine: captured at open (start-up), and during its runs (prefill shapes):\n");
+            for (int ki = 0; ki < nk; ki++)
+                printf("%10s K = %d: %d graphs in %.3f s, %.1f MiB at open; %ld more during the runs\n", "",
+                       ki == 0 ? 0 : o->draft_lengths[ki - 1], g_open[ki].n_graphs, g_open[ki].capture_s,
+                       (double)g_open[ki].bytes / (1u << 20), g_end[ki].n_captures - g_open[ki].n_captures);
         }
         if (o->profile) {
             printf("step profile (ms per step, the GPU waited for after each phase; host = the engine's own work):\n");
@@ -387,5 +400,7 @@ done:
     free(owned);
     free(path_svg);
     free(rows);
+    free(g_open);
+    free(g_end);
     return rc;
 }

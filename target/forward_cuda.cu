@@ -50,7 +50,7 @@ typedef struct graph_entry {
     size_t bytes; /* device memory its capture took */
 } graph_entry;
 
-#define GRAPH_POOL 64
+#define GRAPH_POOL 128 /* the start-up set (flint_target_capture_graphs: ~80) and prefill shapes */
 
 typedef struct cuda_layer {
     uint16_t *attn_norm, *wqkv, *q_norm, *k_norm, *wo, *mlp_norm, *w_gate_up, *w_down;
@@ -629,6 +629,38 @@ static int forward_graph(flint_target *t, struct flint_target_cuda *g, const gra
     g->graphs[slot].used = ++g->tick;
     if (slot == g->n_graphs) g->n_graphs++;
     *out = exec;
+    return 0;
+}
+
+/* Start-up capture: the decode and verify forwards (every row is a logit row) of every row bucket
+ * up to graph_max_rows, for each window hint 1, 2, 4, 8 that many rows allow, with these taps:
+ * the keys flint_target_forward_cuda makes for such batches, so the steps replay and capture
+ * nothing. Capturing records the kernels without running them. */
+int flint_target_capture_graphs(flint_target *t, int n_taps, const int32_t *tap_layers, flint_err *err) {
+    struct flint_target_cuda *g = t->cuda;
+    const flint_target_options *o = &t->opts;
+    if (!g || o->enforce_eager) return 0;
+    if (n_taps > t->cfg.n_layers || n_taps > 16)
+        return flint_err_set(err, FLINT_ERR_INVALID, "graph capture: %d taps", n_taps);
+    CUDA_OK(cudaSetDevice(g->device), "select device");
+    const int limit = o->graph_max_rows < o->max_rows ? o->graph_max_rows : o->max_rows;
+    for (int n = 1, prev = 0; n <= limit; n++) {
+        const int b = row_bucket(o, n, o->max_rows);
+        if (b == prev) continue;
+        prev = b;
+        for (int rps = 1; rps <= 8 && rps <= b; rps *= 2) {
+            graph_key k;
+            memset(&k, 0, sizeof k);
+            k.rows = b;
+            k.n_logit = b;
+            k.ctx = o->max_len;
+            k.n_taps = n_taps;
+            for (int j = 0; j < n_taps; j++) k.tap_layers[j] = tap_layers[j];
+            k.rows_per_seq = rps;
+            cudaGraphExec_t exec;
+            if (forward_graph(t, g, &k, &exec, err)) return -1;
+        }
+    }
     return 0;
 }
 

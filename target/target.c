@@ -43,6 +43,10 @@ void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *in
     (void)t;
     memset(info, 0, sizeof *info);
 }
+int flint_target_capture_graphs(flint_target *t, int n_taps, const int32_t *tap_layers, flint_err *err) {
+    (void)t, (void)n_taps, (void)tap_layers, (void)err;
+    return 0;
+}
 int flint_tp_nccl_open_all(int n, const int *devices, flint_tp_comm *comms, flint_err *err) {
     (void)n, (void)devices, (void)comms;
     return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "tensor parallel over GPUs: no CUDA backend in this build");

@@ -194,6 +194,9 @@ typedef struct flint_target_graph_info {
     size_t bytes;
 } flint_target_graph_info;
 void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *info);
+/* Capture now the forward graphs that decode and verify steps use (every row bucket and window
+ * hint, with these taps), so that the steps only replay. No-op on the CPU or with enforce_eager. */
+int flint_target_capture_graphs(flint_target *t, int n_taps, const int32_t *tap_layers, flint_err *err);
 /* Benchmarks, tensor parallel CUDA only: reps exchanges of one row-parallel projection's partial
  * sums (rows x hidden floats per rank, all-gathered) on this rank's stream; *ms gets the mean time
  * of one. Every rank must call it at the same time. */

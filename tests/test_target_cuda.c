@@ -409,6 +409,45 @@ static void test_engine(void) {
     flint_engine_close(e);
 }
 
+/* #8: the graphs decode and verify steps use are captured when the engine opens. Sessions with a
+ * one-token prompt prefill in decode shapes, so a whole run (batch 8 at K = 7, then fewer rows and
+ * shorter drafts as sessions end) must replay start-up graphs only: no capture after open. */
+static void test_startup_capture(void) {
+    char model[4096], drafter[4096];
+    snprintf(model, sizeof model, "%s/models/flint-tiny", SRC);
+    snprintf(drafter, sizeof drafter, "%s/models/flint-tiny-dspark", SRC);
+    flint_engine_options o;
+    flint_engine_options_default(&o);
+    o.model_dir = model;
+    o.drafter_dir = drafter;
+    o.num_speculative_tokens = 7;
+    o.dynamic_draft = 0;
+    o.max_seqs = 8;
+    o.max_model_len = 512;
+    o.device = FLINT_TARGET_CUDA;
+    flint_err err = {0};
+    flint_engine *e = flint_engine_open(&o, &err);
+    CHECKF(e != NULL, "%s", err.msg);
+    if (!e) return;
+    flint_target_graph_info g0, g1;
+    size_t bytes = 0;
+    flint_engine_device_stats(e, &g0, &bytes);
+    CHECKF(g0.n_captures > 0, "no graph captured at open");
+    int32_t tok[8], *ids[8];
+    int n_ids[8];
+    static int32_t out[8][GEN];
+    for (int i = 0; i < 8; i++) tok[i] = 100 + 37 * i, ids[i] = &tok[i], n_ids[i] = 1;
+    flint_spec_stats st;
+    run(e, ids, n_ids, 8, 8, 1, 7, out, &st);
+    flint_engine_device_stats(e, &g1, &bytes);
+    printf("  start-up capture: %d graphs in %.3f s, %.1f MiB; a run of 8 one-token prompts (%lld spec steps, AL "
+           "%.3f) captured %ld more\n", g0.n_graphs, g0.capture_s, (double)g0.bytes / (1u << 20), (long long)st.steps,
+           flint_spec_stats_mean_al(&st), g1.n_captures - g0.n_captures);
+    CHECKF(st.steps > 0 && g1.n_captures == g0.n_captures, "%ld graphs captured inside the steps",
+           g1.n_captures - g0.n_captures);
+    flint_engine_close(e);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) SRC = argv[1];
     char dir[4096];
@@ -420,5 +459,6 @@ int main(int argc, char **argv) {
     }
     printf("engine (flint-tiny + flint-tiny-dspark, target on the GPU)\n");
     test_engine();
+    test_startup_capture();
     return test_report("test_target_cuda");
 }

@@ -255,6 +255,19 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
         e->tap_src = flint_xmalloc(sizeof(int32_t) * (size_t)R);
     }
     if (e->dft && e->dev) e->row_src = flint_xmalloc(sizeof(int32_t) * (size_t)R); /* the drafts stay on the GPU */
+    if (o->device == FLINT_TARGET_CUDA && !o->enforce_eager && !e->tp) {
+        /* the graphs decode and verify steps replay, captured now rather than inside the first
+         * steps of each shape (a capture allocates and takes milliseconds); prefill shapes stay
+         * captured on first use. Tensor parallel ranks capture on their own threads, on use. */
+        flint_target_graph_info gi;
+        size_t dev_bytes = 0;
+        if (flint_target_capture_graphs(e->tgt, e->dft ? e->n_taps : 0, e->tap_layers, err) ||
+            (e->dft && flint_drafter_capture_graphs(e->dft, e->K, !o->draft_greedy, err)))
+            goto fail;
+        flint_engine_device_stats(e, &gi, &dev_bytes);
+        flint_log_info("engine: %d graphs captured at start-up in %.3f s, %.1f MiB", gi.n_graphs, gi.capture_s,
+                       (double)gi.bytes / (1u << 20));
+    }
     if (e->dft && o->dynamic_draft) { /* after the device paths are set: the costs are measured on them */
         e->dyn_fixed_ms = o->dyn_fixed_ms, e->dyn_row_ms = o->dyn_row_ms, e->dyn_draft_ms = o->dyn_draft_ms;
         if (o->dyn_fixed_ms < 0 || o->dyn_row_ms < 0 || o->dyn_draft_ms < 0) {
