@@ -633,7 +633,8 @@ static int forward_graph(flint_target *t, struct flint_target_cuda *g, const gra
 }
 
 /* Start-up capture: the decode and verify forwards (every row is a logit row) of every row bucket
- * up to graph_max_rows, for each window hint 1, 2, 4, 8 that many rows allow, with these taps:
+ * up to graph_max_rows, for each window hint 1, 2, 4, 8 that a bucket's rows can give (up to the
+ * power of two at or above them), with these taps:
  * the keys flint_target_forward_cuda makes for such batches, so the steps replay and capture
  * nothing. Capturing records the kernels without running them. */
 int flint_target_capture_graphs(flint_target *t, int n_taps, const int32_t *tap_layers, flint_err *err) {
@@ -648,7 +649,7 @@ int flint_target_capture_graphs(flint_target *t, int n_taps, const int32_t *tap_
         const int b = row_bucket(o, n, o->max_rows);
         if (b == prev) continue;
         prev = b;
-        for (int rps = 1; rps <= 8 && rps <= b; rps *= 2) {
+        for (int rps = 1; rps <= 8 && rps < 2 * b; rps *= 2) { /* R rows of one sequence: the power of 2 >= R */
             graph_key k;
             memset(&k, 0, sizeof k);
             k.rows = b;
