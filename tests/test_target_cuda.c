@@ -272,19 +272,24 @@ static int run(flint_engine *e, int32_t **ids, const int *n_ids, int n, int batc
     return 0;
 }
 
-static void test_engine(void) {
-    char model[4096], drafter[4096];
+/* The embedded pair on the GPU at fixed K = 7 (graphs and eager compare statistics too). */
+static void tiny_options(flint_engine_options *o, int max_seqs) {
+    static char model[4096], drafter[4096];
     snprintf(model, sizeof model, "%s/models/flint-tiny", SRC);
     snprintf(drafter, sizeof drafter, "%s/models/flint-tiny-dspark", SRC);
+    flint_engine_options_default(o);
+    o->model_dir = model;
+    o->drafter_dir = drafter;
+    o->num_speculative_tokens = 7;
+    o->dynamic_draft = 0;
+    o->max_seqs = max_seqs;
+    o->max_model_len = 512;
+    o->device = FLINT_TARGET_CUDA;
+}
+
+static void test_engine(void) {
     flint_engine_options o;
-    flint_engine_options_default(&o);
-    o.model_dir = model;
-    o.drafter_dir = drafter;
-    o.num_speculative_tokens = 7;
-    o.dynamic_draft = 0; /* fixed K: graphs and eager compare statistics too */
-    o.max_seqs = 64;
-    o.max_model_len = 512;
-    o.device = FLINT_TARGET_CUDA;
+    tiny_options(&o, 64);
     o.enable_prefix_caching = 0; /* every run recomputes its prompts */
     flint_err err = {0};
     flint_engine *e = flint_engine_open(&o, &err);
@@ -413,18 +418,8 @@ static void test_engine(void) {
  * one-token prompt prefill in decode shapes, so a whole run (batch 8 at K = 7, then fewer rows and
  * shorter drafts as sessions end) must replay start-up graphs only: no capture after open. */
 static void test_startup_capture(void) {
-    char model[4096], drafter[4096];
-    snprintf(model, sizeof model, "%s/models/flint-tiny", SRC);
-    snprintf(drafter, sizeof drafter, "%s/models/flint-tiny-dspark", SRC);
     flint_engine_options o;
-    flint_engine_options_default(&o);
-    o.model_dir = model;
-    o.drafter_dir = drafter;
-    o.num_speculative_tokens = 7;
-    o.dynamic_draft = 0;
-    o.max_seqs = 8;
-    o.max_model_len = 512;
-    o.device = FLINT_TARGET_CUDA;
+    tiny_options(&o, 8);
     flint_err err = {0};
     flint_engine *e = flint_engine_open(&o, &err);
     CHECKF(e != NULL, "%s", err.msg);
