@@ -66,6 +66,10 @@ TMP = tempfile.mkdtemp(prefix="flint_server_test_")
 MODEL = os.path.join(TMP, "s260")
 DRAFTER = os.path.join(TMP, "s260d")
 SPEC = json.dumps({"model": DRAFTER, "method": "dspark", "num_speculative_tokens": 4})
+# fixed K = 4 with the random drafter: requests take seconds (dynamic draft lengths, the default,
+# skip its useless drafts and finish them in a fraction of one); for tests that need a request
+# to be still running a moment later
+SPEC_FIXED = json.dumps({"model": DRAFTER, "method": "dspark", "num_speculative_tokens": 4, "dynamic_draft": False})
 
 
 def make_models():
@@ -766,10 +770,7 @@ def group_timeouts():
     check(srv.stop() == 0, "exit 0")
     # a stream whose first token is further away than the timeout (here: queued behind a long
     # request on a one-slot server) is kept open by SSE comments and ends complete
-    # (fixed K = 4 with the random drafter: the requests ahead take seconds; dynamic draft lengths
-    # would skip its useless drafts and finish them in a fraction of one)
-    fixed = json.dumps({"model": DRAFTER, "method": "dspark", "num_speculative_tokens": 4, "dynamic_draft": False})
-    srv = Server("--timeout", "1", "--max-num-seqs", "1", spec_config=fixed)
+    srv = Server("--timeout", "1", "--max-num-seqs", "1", spec_config=SPEC_FIXED)
     port = srv.port
     ahead = [threading.Thread(target=lambda: post(port, CMPL, {"prompt": "Once", "max_tokens": 480, "ignore_eos": True}))
              for _ in range(8)]
@@ -817,8 +818,9 @@ def group_disconnect():
     check(srv.alive(), "the server is fine")
     check(srv.stop() == 0, "exit 0")
 
-    # a queued, non-streamed request whose client leaves is cancelled before it ever runs
-    srv = Server("--max-num-seqs", "1")
+    # a queued, non-streamed request whose client leaves is cancelled before it ever runs (the
+    # running one must outlast the check: fixed K)
+    srv = Server("--max-num-seqs", "1", spec_config=SPEC_FIXED)
     port = srv.port
     a = raw_stream(port, {"prompt": "Once", "max_tokens": 480, "ignore_eos": True, "stream": True})
     read_until(a, b"data: ", 1)
