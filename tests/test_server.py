@@ -628,8 +628,9 @@ def group_robust():
     check(m.get('flint:requests_rejected_total{status="400"}', 0) >= 15, "rejections are counted")
     check(srv.stop() == 0, "exit 0")
 
-    # queue full: 1 slot + 1 queued; the third request is refused at once
-    srv = Server("--max-num-seqs", "1", "--max-queue", "1")
+    # queue full: 1 slot + 1 queued; the third request is refused at once (fixed K: the running
+    # request outlasts the check)
+    srv = Server("--max-num-seqs", "1", "--max-queue", "1", spec_config=SPEC_FIXED)
     port = srv.port
     long_req = {"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": True, "stream": True}
     a = raw_stream(port, long_req)
