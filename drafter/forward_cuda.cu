@@ -855,7 +855,7 @@ static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, lau
 /* Start-up capture (flint_drafter_capture_graphs): the encode of every row bucket and the draft of
  * every request bucket at 1..n_steps Markov steps, the keys the calls make (calls that want logits
  * run eagerly and have none). */
-static int capture_pools(flint_drafter *d, int n_steps, int with_q, flint_err *err) {
+int flint_drafter_capture_graphs(flint_drafter *d, int n_steps, int with_q, flint_err *err) {
     struct flint_drafter_cuda *g = d->cuda;
     if (!g || d->opts.enforce_eager) return 0;
     CUDA_OK(cudaSetDevice(g->device), "select device");
@@ -881,10 +881,6 @@ static int capture_pools(flint_drafter *d, int n_steps, int with_q, flint_err *e
             if (dgraph_get(d, &g->draft_graphs, &k, launch_draft, g->stream, &exec, err)) return -1;
         }
     return 0;
-}
-
-int flint_drafter_capture_graphs(flint_drafter *d, int n_steps, int with_q, flint_err *err) {
-    return capture_pools(d, n_steps, with_q, err);
 }
 
 void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info *info) {

@@ -777,7 +777,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_chunk_kernel(const f
     }
 }
 
-/* ==== Merge: one block per (KV head, row), the G heads of the KV head ====
+/* ==== Merge: one block per (head, row) ====
  * Per head, over the chunks c = 0, 1, .. in order, from M = -inf, L = 0, A[d] = 0:
  *   M' = max(M, m_c), a = e^(M - M'), b = e^(m_c - M'),
  *   L = fmaf(l_c, b, L * a), A[d] = fmaf(o_c[d], b, A[d] * a), M = M';
