@@ -13,16 +13,19 @@
  * Fast path (attn_tc_kernel: head_dim % 16 == 0 and the tiles fit in shared memory), on the
  * tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate). Rows of one sequence at
  * consecutive positions (a verify block, a prefill run, a drafter block) see the same K/V, so a
- * CTA of 4 warps takes a GROUP of such rows and one KV head: its n rows x G query heads are the
+ * CTA of 8 warps takes a GROUP of such rows and one KV head: its n rows x G query heads are the
  * query "slots" j = i * G + h (at most 64, 4 m tiles of 16), and for each chunk it loads the
  * chunk's K and V once (cp.async, 16 bytes) and computes every slot against them:
- *   1. S = Q K^T: warp w takes the chunk's positions 32w..32w+31 (4 n tiles of 8), every slot;
+ *   1. S = Q K^T: warp w takes the chunk's positions 16w..16w+15 (2 n tiles of 8), every slot;
  *      the k loop runs over head_dim in steps of 16.
  *   2. softmax inside the chunk: s = S * scale; positions a slot's row does not see (causal mask,
  *      or past the end of its context) are dropped: m = max over the seen ones, p = e^(s - m),
  *      p = 0 for the others; l = sum of p.
- *   3. O = P V: warp w takes 16-dim pairs w, w + 4, w + 8, ... of head_dim, every slot; the k
+ *   3. O = P V: warp w takes 16-dim pairs w, w + 8, ... of head_dim, every slot; the k
  *      loop runs over the chunk's 128 positions in steps of 16.
+ * (8 warps, not 4, since session 19: at batch 1 the CTAs are too few to fill the machine and
+ * each warp's chain of dependent instructions set the time, ncu; halving each warp's share of a
+ * chunk halves the chain. The sums' orders changed with it, the same for every launch.)
  * Exactness: Q is fp32 and P is fp32, but an MMA takes bf16. Each is split as x = hi + lo with
  * hi = bf16(x), lo = bf16(x - hi) (x - hi is exact in fp32), and both halves go through the MMA
  * against the same bf16 K (V): hi + lo is within 2^-16 |x| (bf16 alone: 2^-8), products are
@@ -54,9 +57,10 @@
  *   order is fixed: for k16 step 0, 1, ..: += Q_hi K, += Q_lo K (+= Q_hi K_lo in a block chunk);
  *   then * scale (one rounding), as the CPU reference;
  * - max: exact whatever the order;
- * - l: lane-local over its positions 8nt + 2t + e (nt = 0..3, e = 0, 1, in that order), then
+ * - l: lane-local over its positions 8nt + 2t + e (nt = 0, 1, e = 0, 1, in that order), then
  *   a butterfly over the 4 lanes of a quad (xor 1, then xor 2), then over the warps as
- *   (w0 + w1) + (w2 + w3); positions the row does not see contribute exact zeros;
+ *   ((w0 + w1) + (w2 + w3)) + ((w4 + w5) + (w6 + w7)); positions the row does not see contribute
+ *   exact zeros;
  * - o: for k16 step (16 positions) 0..7: += P_hi V, += P_lo V (+= P_hi V_lo), one fp32
  *   accumulator per (slot, dim); positions the row does not see have p = 0, so their product is
  *   zero whether V holds the K/V of a later row of the group or the zeros loaded past the end
@@ -83,7 +87,7 @@
 #define ATTN_G FLINT_CUDA_ATTN_MAX_GROUP
 
 #if FLINT_CUDA_ATTN_CHUNK != 128
-#error "attn_tc_kernel assumes 128-position chunks: 4 warps x 32 positions, 8 k16 steps"
+#error "attn_tc_kernel assumes 128-position chunks: 8 warps x 16 positions, 8 k16 steps"
 #endif
 
 /* Positions row r sees: T in all, the first n_cache from the cache, the rest from the block rows
@@ -102,6 +106,11 @@ static __device__ __forceinline__ int attn_span(int blk_rows, const int32_t *pos
 
 /* ==== Fast path: tensor cores ==== */
 
+#define TC_THREADS 256             /* 8 warps: 16 positions each (scores), one 16-dim pair each (P V) */
+#define TC_WARPS (TC_THREADS / 32)
+#if TC_WARPS != 8
+#error "tc_red_max / tc_red_sum and the chunk split assume 8 warps"
+#endif
 #define TC_NQ 64                   /* query slots per CTA: 4 m tiles of 16 */
 #define TC_MT 4
 #define TC_WIN 8                   /* rows per window at most (x.win): a CTA takes the groups starting in it */
@@ -181,7 +190,7 @@ static __device__ __forceinline__ void tc_load_tile(uint16_t *hi, uint16_t *lo, 
                                                     int hd, int kst, int lo_on) {
     const int h8 = hd >> 3;
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    for (int idx = threadIdx.x; idx < ATTN_CHUNK * h8; idx += ATTN_THREADS) {
+    for (int idx = threadIdx.x; idx < ATTN_CHUNK * h8; idx += TC_THREADS) {
         const int pp = idx / h8, d = (idx - pp * h8) * 8;
         const long long off = pos_off[pp];
         uint16_t *dh = hi + pp * kst + d, *dl = lo + pp * kst + d;
@@ -208,6 +217,17 @@ static __device__ __forceinline__ void tc_load_tile(uint16_t *hi, uint16_t *lo, 
  * exhaustively), without the integer division's ~20 instructions */
 static __device__ __forceinline__ int tc_div(int j, int gdiv) { return (j * gdiv) >> 16; }
 
+/* Slot j's max and sum over the warps' values: the max is exact in any order, the sum is
+ * ((w0 + w1) + (w2 + w3)) + ((w4 + w5) + (w6 + w7)). */
+static __device__ __forceinline__ float tc_red_max(const float (*red)[TC_NQ], int j) {
+    return fmaxf(fmaxf(fmaxf(red[0][j], red[1][j]), fmaxf(red[2][j], red[3][j])),
+                 fmaxf(fmaxf(red[4][j], red[5][j]), fmaxf(red[6][j], red[7][j])));
+}
+static __device__ __forceinline__ float tc_red_sum(const float (*red)[TC_NQ], int j) {
+    return __fadd_rn(__fadd_rn(__fadd_rn(red[0][j], red[1][j]), __fadd_rn(red[2][j], red[3][j])),
+                     __fadd_rn(__fadd_rn(red[4][j], red[5][j]), __fadd_rn(red[6][j], red[7][j])));
+}
+
 /* The positions a slot's row sees: causal, row i of the group sees p0 + i + 1; block mode, all
  * rows see T; slots past the group's rows (padding) see nothing. */
 static __device__ __forceinline__ int tc_slot_T(int j, int n_slots, int gdiv, int blk, int p0, int Tmax) {
@@ -223,7 +243,7 @@ static __device__ __forceinline__ int tc_slot_T(int j, int n_slots, int gdiv, in
 static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, const tc_args x, const int FUSED,
                                                     const int HD) {
     extern __shared__ uint4 tc_smem[];
-    __shared__ float red_m[4][TC_NQ], red_l[4][TC_NQ];   /* per warp: max and sum of each slot */
+    __shared__ float red_m[TC_WARPS][TC_NQ], red_l[TC_WARPS][TC_NQ]; /* per warp: max and sum of each slot */
     __shared__ long long pos_off[ATTN_CHUNK];
     __shared__ int w_seq[TC_ROWS], w_pos[TC_ROWS];
     __shared__ unsigned char w_cont[TC_ROWS], w_lead[TC_ROWS];
@@ -251,16 +271,17 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
     /* ---- the groups starting in this window ---- */
     if (!blk) {
         const int base = win * x.win - TC_LOOK;
-        {
+        if (tid < TC_ROWS) {
             const int q = base + tid, ok = q >= 0 && q < a.n_rows;
             w_seq[tid] = ok ? a.row_seq[q] : -1;
             w_pos[tid] = ok ? a.pos[q] : 0;
         }
         __syncthreads();
-        w_cont[tid] = tid > 0 && w_seq[tid] >= 0 && w_seq[tid - 1] == w_seq[tid] && w_pos[tid - 1] + 1 == w_pos[tid];
+        if (tid < TC_ROWS)
+            w_cont[tid] = tid > 0 && w_seq[tid] >= 0 && w_seq[tid - 1] == w_seq[tid] && w_pos[tid - 1] + 1 == w_pos[tid];
         __syncthreads();
         int lead = 0;
-        if (tid >= TC_LOOK && w_seq[tid] >= 0) {
+        if (tid >= TC_LOOK && tid < TC_ROWS && w_seq[tid] >= 0) {
             lead = !w_cont[tid];
             if (!lead && w_pos[tid] % x.u == 0) { /* a cut if at least U rows into the run */
                 lead = 1;
@@ -271,7 +292,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                     }
             }
         }
-        w_lead[tid] = (unsigned char)lead;
+        if (tid < TC_ROWS) w_lead[tid] = (unsigned char)lead;
         __syncthreads();
         if (tid == 0) {
             int n = 0;
@@ -322,13 +343,13 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
         const int n_slots = n * G, n_mt = (n_slots + 15) >> 4;
         if (FUSED && (Tmax + ATTN_CHUNK - 1) / ATTN_CHUNK > x.max_chunks) __trap(); /* as the merge kernel */
         /* FUSED: the merge's running state of this lane's slots j = 16 mt + g + 8 hh, its dims */
-        float o_run[TC_MT][4][4], M_run[TC_MT][2], L_run[TC_MT][2];
+        float o_run[TC_MT][2][4], M_run[TC_MT][2], L_run[TC_MT][2];
 #pragma unroll
         for (int mt = 0; mt < TC_MT; mt++) {
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) M_run[mt][hh] = -INFINITY, L_run[mt][hh] = 0.0f;
 #pragma unroll
-            for (int nt = 0; nt < 4; nt++)
+            for (int nt = 0; nt < 2; nt++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) o_run[mt][nt][i] = 0.0f;
         }
@@ -340,12 +361,12 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
             /* 1. where each position's K/V row is; on a group's first chunk, its Q too, while the
              * block-table load is in flight */
             {
-                const int p = t0 + tid; /* ATTN_THREADS == ATTN_CHUNK */
-                const int b = p < n_cache ? a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size] : 0;
+                const int p = t0 + tid, mine = tid < ATTN_CHUNK; /* position p is thread tid's */
+                const int b = mine && p < n_cache ? a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size] : 0;
                 if (c == split) { /* Q of the group's slots as hi/lo bf16, zeros for padding slots (the
                                    * last readers of the previous group's Q passed the chunk-end barrier) */
 #pragma unroll 2
-                    for (int idx = tid; idx < n_mt * 16 * (hd >> 3); idx += ATTN_THREADS) {
+                    for (int idx = tid; idx < n_mt * 16 * (hd >> 3); idx += TC_THREADS) {
                         const int j = idx / (hd >> 3), d = (idx - j * (hd >> 3)) * 8;
                         float v[8];
                         if (j < n_slots) {
@@ -374,7 +395,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                     off = ((long long)b * a.block_size + p % a.block_size) * (long long)slot + (long long)kvh * hd;
                 else if (p < Tmax)
                     off = -2 - (long long)(blk0 + p - n_cache);
-                pos_off[tid] = off;
+                if (mine) pos_off[tid] = off;
             }
             __syncthreads();
 
@@ -386,28 +407,25 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
             cp_async_wait1();
             __syncthreads();
 
-            /* 3. S = Q K^T for this warp's 32 positions */
-            float acc[TC_MT][4][4];
+            /* 3. S = Q K^T for this warp's 16 positions */
+            float acc[TC_MT][2][4];
 #pragma unroll
             for (int mt = 0; mt < TC_MT; mt++)
 #pragma unroll
-                for (int nt = 0; nt < 4; nt++)
+                for (int nt = 0; nt < 2; nt++)
 #pragma unroll
                     for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
             for (int s = 0; s < (hd >> 4); s++) {
-                uint32_t kb[4][2], kl[4][2], r[4];
+                uint32_t kb[2][2], kl[2][2], r[4];
                 const int kcol = 16 * s + (mi & 1) * 8;
-#pragma unroll
-                for (int h = 0; h < 2; h++) { /* n tiles 2h, 2h + 1: positions 32w + 16h + 8 (mi >> 1) + rr */
-                    const int krow = warp * 32 + h * 16 + (mi >> 1) * 8 + rr;
-                    ldsm_x4(r, Ks + krow * kst + kcol);
-                    kb[2 * h][0] = r[0], kb[2 * h][1] = r[1], kb[2 * h + 1][0] = r[2], kb[2 * h + 1][1] = r[3];
-                    if (bchunk) {
-                        ldsm_x4(r, Kl + krow * kst + kcol);
-                        kl[2 * h][0] = r[0], kl[2 * h][1] = r[1], kl[2 * h + 1][0] = r[2], kl[2 * h + 1][1] = r[3];
-                    } else {
-                        kl[2 * h][0] = kl[2 * h][1] = kl[2 * h + 1][0] = kl[2 * h + 1][1] = 0u;
-                    }
+                const int krow = warp * 16 + (mi >> 1) * 8 + rr; /* n tiles 0, 1: positions 16w + 8 (mi >> 1) + rr */
+                ldsm_x4(r, Ks + krow * kst + kcol);
+                kb[0][0] = r[0], kb[0][1] = r[1], kb[1][0] = r[2], kb[1][1] = r[3];
+                if (bchunk) {
+                    ldsm_x4(r, Kl + krow * kst + kcol);
+                    kl[0][0] = r[0], kl[0][1] = r[1], kl[1][0] = r[2], kl[1][1] = r[3];
+                } else {
+                    kl[0][0] = kl[0][1] = kl[1][0] = kl[1][1] = 0u;
                 }
 #pragma unroll
                 for (int mt = 0; mt < TC_MT; mt++) {
@@ -417,7 +435,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                     ldsm_x4(qh, Qh + qoff);
                     ldsm_x4(ql, Ql + qoff);
 #pragma unroll
-                    for (int nt = 0; nt < 4; nt++) {
+                    for (int nt = 0; nt < 2; nt++) {
                         mma16816(acc[mt][nt], qh, kb[nt][0], kb[nt][1]);
                         mma16816(acc[mt][nt], ql, kb[nt][0], kb[nt][1]);
                         if (bchunk) mma16816(acc[mt][nt], qh, kl[nt][0], kl[nt][1]);
@@ -426,7 +444,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
             }
 
             /* 4. scale, mask, the max of each slot over this warp's positions, then over warps */
-            const int pw = t0 + warp * 32 + 2 * t; /* this lane's positions: pw + 8 nt + e */
+            const int pw = t0 + warp * 16 + 2 * t; /* this lane's positions: pw + 8 nt + e */
 #pragma unroll
             for (int mt = 0; mt < TC_MT; mt++) {
                 if (mt >= n_mt) break;
@@ -434,7 +452,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                 const int T0 = tc_slot_T(j0, n_slots, gdiv, blk, p0, Tmax), T1 = tc_slot_T(j1, n_slots, gdiv, blk, p0, Tmax);
                 float m0 = -INFINITY, m1 = -INFINITY;
 #pragma unroll
-                for (int nt = 0; nt < 4; nt++)
+                for (int nt = 0; nt < 2; nt++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
                         const int p = pw + 8 * nt + e;
@@ -461,11 +479,10 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                 if (mt >= n_mt) break;
                 const int j0 = mt * 16 + g, j1 = j0 + 8;
                 const int T0 = tc_slot_T(j0, n_slots, gdiv, blk, p0, Tmax), T1 = tc_slot_T(j1, n_slots, gdiv, blk, p0, Tmax);
-                const float M0 = fmaxf(fmaxf(red_m[0][j0], red_m[1][j0]), fmaxf(red_m[2][j0], red_m[3][j0]));
-                const float M1 = fmaxf(fmaxf(red_m[0][j1], red_m[1][j1]), fmaxf(red_m[2][j1], red_m[3][j1]));
+                const float M0 = tc_red_max(red_m, j0), M1 = tc_red_max(red_m, j1);
                 float l0 = 0.0f, l1 = 0.0f;
 #pragma unroll
-                for (int nt = 0; nt < 4; nt++) {
+                for (int nt = 0; nt < 2; nt++) {
                     const int p = pw + 8 * nt;
                     const float a0 = p < T0 ? expf(__fsub_rn(acc[mt][nt][0], M0)) : 0.0f;
                     const float a1 = p + 1 < T0 ? expf(__fsub_rn(acc[mt][nt][1], M0)) : 0.0f;
@@ -473,7 +490,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                     const float b1 = p + 1 < T1 ? expf(__fsub_rn(acc[mt][nt][3], M1)) : 0.0f;
                     l0 = __fadd_rn(__fadd_rn(l0, a0), a1);
                     l1 = __fadd_rn(__fadd_rn(l1, b0), b1);
-                    const int col = warp * 32 + 8 * nt + 2 * t;
+                    const int col = warp * 16 + 8 * nt + 2 * t;
                     uint32_t h, l;
                     split_pair(a0, a1, &h, &l);
                     *(uint32_t *)(Ph + j0 * TC_PST + col) = h;
@@ -494,38 +511,30 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
             cp_async_wait0(); /* V */
             __syncthreads();
 
-            /* 6. O = P V for this warp's dim pairs pb and pb + 4 (of 16 dims each), then the partials */
+            /* 6. O = P V for this warp's dim pair pb (16 dims; pb + 8, .. past head_dim 128), then the
+             * partials */
             const int npair = hd >> 4;
             float *o_part = a.scratch, *ml_part = a.scratch + (size_t)a.n_rows * a.n_heads * x.max_chunks * hd;
-            for (int pb = warp; pb < npair; pb += 8) {
-                const int has2 = pb + 4 < npair; /* warp-uniform */
-                float o[TC_MT][4][4];
+            for (int pb = warp; pb < npair; pb += TC_WARPS) {
+                float o[TC_MT][2][4];
 #pragma unroll
                 for (int mt = 0; mt < TC_MT; mt++)
 #pragma unroll
-                    for (int nt = 0; nt < 4; nt++)
+                    for (int nt = 0; nt < 2; nt++)
 #pragma unroll
                         for (int i = 0; i < 4; i++) o[mt][nt][i] = 0.0f;
 #pragma unroll 2
                 for (int ks = 0; ks < ATTN_CHUNK / 16; ks++) {
-                    uint32_t vb[4][2], vl[4][2], r[4];
+                    uint32_t vb[2][2], vl[2][2], r[4];
                     const int vrow = 16 * ks + (mi & 1) * 8 + rr;
-#pragma unroll
-                    for (int h = 0; h < 2; h++) { /* n tiles 2h, 2h + 1: dims 16 (pb + 4h) + 8 (mi >> 1) */
-                        if (h == 1 && !has2) {
-                            vb[2][0] = vb[2][1] = vb[3][0] = vb[3][1] = 0u;
-                            vl[2][0] = vl[2][1] = vl[3][0] = vl[3][1] = 0u;
-                            break;
-                        }
-                        const int vcol = 16 * (pb + 4 * h) + (mi >> 1) * 8;
-                        ldsm_x4_t(r, Vs + vrow * kst + vcol);
-                        vb[2 * h][0] = r[0], vb[2 * h][1] = r[1], vb[2 * h + 1][0] = r[2], vb[2 * h + 1][1] = r[3];
-                        if (bchunk) {
-                            ldsm_x4_t(r, Vl + vrow * kst + vcol);
-                            vl[2 * h][0] = r[0], vl[2 * h][1] = r[1], vl[2 * h + 1][0] = r[2], vl[2 * h + 1][1] = r[3];
-                        } else {
-                            vl[2 * h][0] = vl[2 * h][1] = vl[2 * h + 1][0] = vl[2 * h + 1][1] = 0u;
-                        }
+                    const int vcol = 16 * pb + (mi >> 1) * 8; /* n tiles 0, 1: dims 16 pb + 8 (mi >> 1) */
+                    ldsm_x4_t(r, Vs + vrow * kst + vcol);
+                    vb[0][0] = r[0], vb[0][1] = r[1], vb[1][0] = r[2], vb[1][1] = r[3];
+                    if (bchunk) {
+                        ldsm_x4_t(r, Vl + vrow * kst + vcol);
+                        vl[0][0] = r[0], vl[0][1] = r[1], vl[1][0] = r[2], vl[1][1] = r[3];
+                    } else {
+                        vl[0][0] = vl[0][1] = vl[1][0] = vl[1][1] = 0u;
                     }
 #pragma unroll
                     for (int mt = 0; mt < TC_MT; mt++) {
@@ -535,8 +544,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                         ldsm_x4(ph, Ph + poff);
                         ldsm_x4(pl, Pl + poff);
 #pragma unroll
-                        for (int nt = 0; nt < 4; nt++) {
-                            if (nt >= 2 && !has2) break;
+                        for (int nt = 0; nt < 2; nt++) {
                             mma16816(o[mt][nt], ph, vb[nt][0], vb[nt][1]);
                             mma16816(o[mt][nt], pl, vb[nt][0], vb[nt][1]);
                             if (bchunk) mma16816(o[mt][nt], ph, vl[nt][0], vl[nt][1]);
@@ -551,15 +559,13 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                         const int j = mt * 16 + g + 8 * hh;
                         if (t0 >= tc_slot_T(j, n_slots, gdiv, blk, p0, Tmax)) continue; /* nothing seen, or padding */
                         if (FUSED) { /* attn_merge_kernel's step for chunk c, the same operations */
-                            const float m = fmaxf(fmaxf(red_m[0][j], red_m[1][j]), fmaxf(red_m[2][j], red_m[3][j]));
-                            const float l = __fadd_rn(__fadd_rn(red_l[0][j], red_l[1][j]), __fadd_rn(red_l[2][j], red_l[3][j]));
+                            const float m = tc_red_max(red_m, j), l = tc_red_sum(red_l, j);
                             const float Mn = fmaxf(M_run[mt][hh], m);
                             const float al = expf(__fsub_rn(M_run[mt][hh], Mn)), be = expf(__fsub_rn(m, Mn));
                             L_run[mt][hh] = fmaf(l, be, __fmul_rn(L_run[mt][hh], al));
                             M_run[mt][hh] = Mn;
 #pragma unroll
-                            for (int nt = 0; nt < 4; nt++) {
-                                if (nt >= 2 && !has2) break;
+                            for (int nt = 0; nt < 2; nt++) {
 #pragma unroll
                                 for (int e = 0; e < 2; e++)
                                     o_run[mt][nt][2 * hh + e] =
@@ -571,11 +577,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                         const size_t part = ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + j - jr * G) * x.max_chunks + c;
                         float *op = o_part + part * hd + 2 * t;
 #pragma unroll
-                        for (int nt = 0; nt < 4; nt++) {
-                            if (nt >= 2 && !has2) break;
-                            const int d = 16 * (pb + 4 * (nt >> 1)) + 8 * (nt & 1);
-                            *(float2 *)(op + d) = make_float2(o[mt][nt][2 * hh], o[mt][nt][2 * hh + 1]);
-                        }
+                        for (int nt = 0; nt < 2; nt++)
+                            *(float2 *)(op + 16 * pb + 8 * nt) = make_float2(o[mt][nt][2 * hh], o[mt][nt][2 * hh + 1]);
                     }
                 }
             }
@@ -589,15 +592,15 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                         if (t0 >= tc_slot_T(j, n_slots, gdiv, blk, p0, Tmax)) continue;
                         const int jr = tc_div(j, gdiv);
                         const size_t part = ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + j - jr * G) * x.max_chunks + c;
-                        ml_part[2 * part] = fmaxf(fmaxf(red_m[0][j], red_m[1][j]), fmaxf(red_m[2][j], red_m[3][j]));
-                        ml_part[2 * part + 1] = __fadd_rn(__fadd_rn(red_l[0][j], red_l[1][j]), __fadd_rn(red_l[2][j], red_l[3][j]));
+                        ml_part[2 * part] = tc_red_max(red_m, j);
+                        ml_part[2 * part + 1] = tc_red_sum(red_l, j);
                     }
                 }
             }
             __syncthreads(); /* the next chunk (or group) overwrites K/P, V, Q and the reductions */
         }
         if (FUSED && warp < (hd >> 4)) { /* out = bf16(o * (1 / L)), as the merge kernel */
-            const int pb = warp, has2 = pb + 4 < (hd >> 4);
+            const int pb = warp; /* head_dim <= 128: one pair per warp */
 #pragma unroll
             for (int mt = 0; mt < TC_MT; mt++) {
                 if (mt >= n_mt) break;
@@ -609,9 +612,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                     const int jr = tc_div(j, gdiv);
                     uint16_t *op = a.out + (size_t)(r0 + jr) * a.ldo + (size_t)(kvh * G + j - jr * G) * hd + 2 * t;
 #pragma unroll
-                    for (int nt = 0; nt < 4; nt++) {
-                        if (nt >= 2 && !has2) break;
-                        const int d = 16 * (pb + 4 * (nt >> 1)) + 8 * (nt & 1);
+                    for (int nt = 0; nt < 2; nt++) {
+                        const int d = 16 * pb + 8 * nt;
                         op[d] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh], inv));
                         op[d + 1] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh + 1], inv));
                     }
@@ -621,20 +623,20 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
     }
 }
 
-static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_kernel(const flint_cuda_attn a, const tc_args x) {
+static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_kernel(const flint_cuda_attn a, const tc_args x) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     attn_tc_body(a, x, 0, 0);
 }
-static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_fused_kernel(const flint_cuda_attn a, const tc_args x) {
+static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_fused_kernel(const flint_cuda_attn a, const tc_args x) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     attn_tc_body(a, x, 1, 0);
 }
 /* head_dim 128 (the Qwen3 models) */
-static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_kernel_d128(const flint_cuda_attn a, const tc_args x) {
+static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_kernel_d128(const flint_cuda_attn a, const tc_args x) {
     pdl_trigger();
     attn_tc_body(a, x, 0, 128);
 }
-static __global__ void __launch_bounds__(ATTN_THREADS) attn_tc_fused_kernel_d128(const flint_cuda_attn a,
+static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_fused_kernel_d128(const flint_cuda_attn a,
                                                                                  const tc_args x) {
     pdl_trigger();
     attn_tc_body(a, x, 1, 128);
@@ -797,7 +799,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_chunk_kernel(const f
  * their order are unchanged. */
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const flint_cuda_attn a, int max_chunks) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
-    __shared__ float al_s[32], be_s[32];
+    __shared__ float al_s[32], be_s[32], l_s[32];
     __shared__ float M_s, L_s;
     const int h = blockIdx.x, r = blockIdx.y, hd = a.head_dim;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -817,7 +819,11 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const f
         const int n = min(32, nch - c0);
         if (warp == 0) {
             const float *mlc = ml + 2 * c0;
+            /* each lane loads its chunk's m and l at once: lane 0's chain over L below then reads
+             * shared memory, not one dependent global load per chunk (ncu: 88 of the merge's 421
+             * stall samples were the other warps waiting for that chain at the barrier) */
             const float m = lane < n ? mlc[2 * lane] : -INFINITY, carry = M_s;
+            l_s[lane] = lane < n ? mlc[2 * lane + 1] : 0.0f;
             float pm = m; /* inclusive prefix max over lanes, then with the previous tiles' */
 #pragma unroll
             for (int k = 1; k < 32; k <<= 1) {
@@ -835,7 +841,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const f
             __syncwarp();
             if (lane == 0) {
                 float L = L_s;
-                for (int c = 0; c < n; c++) L = fmaf(mlc[2 * c + 1], be_s[c], __fmul_rn(L, al_s[c]));
+                for (int c = 0; c < n; c++) L = fmaf(l_s[c], be_s[c], __fmul_rn(L, al_s[c]));
                 L_s = L;
                 M_s = last;
             }
@@ -966,10 +972,10 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         attn_tc_allow_smem(dev);
         const int d128 = a->head_dim == 128; /* the same arithmetic, compiled for the shape */
         if (fused)
-            (d128 ? attn_tc_fused_kernel_d128 : attn_tc_fused_kernel)<<<dim3(a->n_kv_heads, windows, 1), ATTN_THREADS,
+            (d128 ? attn_tc_fused_kernel_d128 : attn_tc_fused_kernel)<<<dim3(a->n_kv_heads, windows, 1), TC_THREADS,
                                                                         smem, s>>>(*a, x);
         else
-            (d128 ? attn_tc_kernel_d128 : attn_tc_kernel)<<<dim3(a->n_kv_heads, windows, (unsigned)x.ns), ATTN_THREADS,
+            (d128 ? attn_tc_kernel_d128 : attn_tc_kernel)<<<dim3(a->n_kv_heads, windows, (unsigned)x.ns), TC_THREADS,
                                                             smem, s>>>(*a, x);
     } else {
         attn_chunk_kernel<<<dim3(max_chunks, a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s>>>(*a, max_chunks, scale);
