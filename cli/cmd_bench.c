@@ -49,6 +49,7 @@ static void usage(FILE *f) {
             "                              16, 24, ... 512); larger forwards run eagerly\n"
             "  --gemm-pdl 0|1              cuda: programmatic dependent launch of the small-M GEMMs (default 1),\n"
             "                              for A/B runs\n"
+            "  --kernel-pdl 0|1            cuda: the same for the other kernels (norms, attention, ...; default 1)\n"
             "  --gemm-wgmma 0|1            cuda: the wgmma GEMM for more than 32 rows (default 1 where built for\n"
             "                              sm_90a), for A/B runs\n"
             "  --profile                   engine mode: also time each phase of a step (prefill, draft, verify,\n"

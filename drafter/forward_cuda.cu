@@ -93,6 +93,7 @@ static void launch_check(const char *what) {
 
 static __global__ void to_bf16_kernel(uint16_t *out, const float *in, size_t n) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    pdl_wait();    /* FLINT_LAUNCH (target/cuda_common.cuh) */
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         out[i] = f2bf(in[i]);
 }
@@ -106,6 +107,7 @@ static __global__ void to_bf16_kernel(uint16_t *out, const float *in, size_t n) 
 static __global__ void __launch_bounds__(GATHER_THREADS)
 gather_bf16_kernel(uint16_t *out, const float *in, const int32_t *src, int n, int vec) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    pdl_wait();    /* FLINT_LAUNCH (target/cuda_common.cuh) */
     const float *row = in + (size_t)(src ? src[blockIdx.x] : (int32_t)blockIdx.x) * n; /* NULL: rows in order */
     uint16_t *o = out + (size_t)blockIdx.x * n;
     const int i = 4 * (blockIdx.y * GATHER_THREADS + threadIdx.x);
@@ -122,14 +124,14 @@ gather_bf16_kernel(uint16_t *out, const float *in, const int32_t *src, int n, in
 static void gather_bf16(uint16_t *out, const float *in, const int32_t *src, int n_rows, int n, cudaStream_t s) {
     const unsigned slices = (unsigned)((n + 4 * GATHER_THREADS - 1) / (4 * GATHER_THREADS));
     const int vec = n % 4 == 0 && (uintptr_t)in % 16 == 0 && (uintptr_t)out % 8 == 0;
-    gather_bf16_kernel<<<dim3((unsigned)n_rows, slices), GATHER_THREADS, 0, s>>>(out, in, src, n, vec);
+    FLINT_LAUNCH(gather_bf16_kernel, dim3((unsigned)n_rows, slices), GATHER_THREADS, 0, s, out, in, src, n, vec);
     launch_check("gather_bf16");
 }
 
 void flint_drafter_cuda_to_bf16(uint16_t *out, const float *in, size_t n, void *s) {
     if (n == 0) return;
     size_t b = (n + 255) / 256;
-    to_bf16_kernel<<<(unsigned)(b < 4096 ? b : 4096), 256, 0, (cudaStream_t)s>>>(out, in, n);
+    FLINT_LAUNCH(to_bf16_kernel, (unsigned)(b < 4096 ? b : 4096), 256, 0, (cudaStream_t)s, out, in, n);
     launch_check("to_bf16");
 }
 
@@ -155,6 +157,7 @@ markov_conf_kernel(uint16_t *e, int r, const uint16_t *w1, const int32_t *anchor
                    int ld_conf, int k, const float *conf_w, float conf_b, int conf_markov, const uint16_t *hfin,
                    size_t ld_hfin, int H) {
     pdl_trigger(); /* the Markov GEMM after this kernel may start streaming its weights */
+    pdl_wait();
     __shared__ float part[CONF_THREADS / 32];
     const int i = blockIdx.x;
     const int32_t prev = prev_tok ? prev_tok[i] : anchor[i];
@@ -179,9 +182,8 @@ void flint_drafter_cuda_markov_conf(uint16_t *e, int r, const uint16_t *w1, cons
     FLINT_ASSERT(n_reqs >= 0 && r >= 0 && H > 0 && (r == 0 || w1) && (!conf_w || (conf && hfin)));
     FLINT_ASSERT(prev_tok || anchor);
     if (n_reqs == 0 || ((r == 0 || !e) && !conf_w)) return;
-    markov_conf_kernel<<<n_reqs, CONF_THREADS, 0, (cudaStream_t)s>>>(e, r, w1, anchor, prev_tok, conf, ld_conf, k,
-                                                                   conf_w, conf_b, conf_markov && r > 0, hfin,
-                                                                   ld_hfin, H);
+    FLINT_LAUNCH(markov_conf_kernel, n_reqs, CONF_THREADS, 0, (cudaStream_t)s, e, r, w1, anchor, prev_tok, conf,
+                 ld_conf, k, conf_w, conf_b, conf_markov && r > 0, hfin, ld_hfin, H);
     launch_check("markov_conf");
 }
 
@@ -198,6 +200,7 @@ static __global__ void __launch_bounds__(BIAS_THREADS)
 markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
                    const int32_t *prev_tok, int r, int Vd, int n_reqs) {
     pdl_trigger();
+    pdl_wait();
     extern __shared__ float e_s[]; /* [BIAS_REQS][r] */
     const int i0 = blockIdx.y * BIAS_REQS, ni = min(BIAS_REQS, n_reqs - i0);
     for (int x = threadIdx.x; x < ni * r; x += BIAS_THREADS) {
@@ -233,13 +236,15 @@ void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, con
     FLINT_ASSERT(n_reqs >= 0 && r > 0 && r <= 384 && Vd > 0 && L && w2 && w1 && (prev_tok || anchor));
     if (n_reqs == 0) return;
     const dim3 grid((unsigned)((Vd + BIAS_THREADS - 1) / BIAS_THREADS), (unsigned)((n_reqs + BIAS_REQS - 1) / BIAS_REQS));
-    markov_bias_kernel<<<grid, BIAS_THREADS, sizeof(float) * BIAS_REQS * (size_t)r, (cudaStream_t)s>>>(
-        L, ld, w2, w1, anchor, prev_tok, r, Vd, n_reqs);
+    FLINT_LAUNCH(markov_bias_kernel, grid, BIAS_THREADS, sizeof(float) * BIAS_REQS * (size_t)r, (cudaStream_t)s, L, ld,
+                 w2, w1, anchor, prev_tok, r, Vd, n_reqs);
     launch_check("markov_bias");
 }
 
 static __global__ void scatter_vocab_kernel(float *out, const float *in, size_t ld_in, const int32_t *t2d,
                                             int n_vocab) {
+    pdl_trigger();
+    pdl_wait();
     const int i = blockIdx.y;
     const float *src = in + (size_t)i * ld_in;
     float *dst = out + (size_t)i * n_vocab;
@@ -255,7 +260,7 @@ void flint_drafter_cuda_scatter_vocab(float *out, const float *in, size_t ld_in,
     if (n_rows == 0) return;
     int bx = (n_vocab + 255) / 256;
     if (bx > 64) bx = 64;
-    scatter_vocab_kernel<<<dim3(bx, n_rows), 256, 0, (cudaStream_t)s>>>(out, in, ld_in, t2d, n_vocab);
+    FLINT_LAUNCH(scatter_vocab_kernel, dim3(bx, n_rows), 256, 0, (cudaStream_t)s, out, in, ld_in, t2d, n_vocab);
     launch_check("scatter_vocab");
 }
 

@@ -191,7 +191,7 @@ done:
 }
 
 int flint_bench_run(const flint_bench_options *o, flint_err *err) {
-    flint_target_cuda_tuning(o->gemm_pdl, o->gemm_wgmma);
+    flint_target_cuda_tuning(o->gemm_pdl, o->gemm_wgmma, o->kernel_pdl);
     if (o->dummy && !o->spec_config) return flint_bench_gpu_run(o, err); /* the target's verify step alone */
     int rc = -1, n_pool = 0, nk = o->n_draft + 1, max_b = 0;
     int32_t *pool = NULL;

@@ -183,6 +183,7 @@ void flint_bench_options_default(flint_bench_options *o) {
     o->verify_q[1] = 8;
     o->n_verify_q = 2;
     o->gemm_pdl = -1;
+    o->kernel_pdl = -1;
     o->gemm_wgmma = -1;
 }
 
@@ -190,7 +191,7 @@ static const char *const bench_value_flags[] = {
     "--speculative-config", "--batch-sizes", "--draft-lengths", "--synthetic-acceptance", "--synthetic-per-position",
     "--context", "--warmup", "--steps", "--temperature", "--top-p", "--top-k", "--min-p", "--seed", "--dataset",
     "--data-dir", "--threads", "--output", "--device", "--load-format", "--model-shape", "--q", "--baseline",
-    "--tensor-parallel-size", "--gemm-pdl", "--gemm-wgmma", "--cuda-graph-sizes", NULL};
+    "--tensor-parallel-size", "--gemm-pdl", "--kernel-pdl", "--gemm-wgmma", "--cuda-graph-sizes", NULL};
 
 int flint_bench_option_kind(const char *flag) {
     if (in_list(bench_value_flags, flag)) return 1;
@@ -216,6 +217,7 @@ int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v
     else if (!strcmp(f, "--baseline")) o->baseline = v;
     else if (!strcmp(f, "--tensor-parallel-size")) return get_int(f, v, 1, 64, &o->tensor_parallel_size, err);
     else if (!strcmp(f, "--gemm-pdl")) return get_int(f, v, 0, 1, &o->gemm_pdl, err);
+    else if (!strcmp(f, "--kernel-pdl")) return get_int(f, v, 0, 1, &o->kernel_pdl, err);
     else if (!strcmp(f, "--gemm-wgmma")) return get_int(f, v, 0, 1, &o->gemm_wgmma, err);
     else if (!strcmp(f, "--cuda-graph-sizes")) {
         flint_engine_options probe;

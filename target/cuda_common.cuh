@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/status.h"       /* FLINT_ASSERT */
@@ -81,11 +82,43 @@ static __device__ __forceinline__ float warp_max(float v) {
  * writes), then waits (pdl_wait) for that kernel to finish and its writes to be visible before
  * it reads activations or writes outputs. The kernels that precede GEMMs let it start at once
  * (pdl_trigger at their top); the trigger only permits the next grid to be scheduled, never to
- * read early. Both are no-ops when a kernel is launched without the attribute. (Launching the
- * small kernels the same way measured 2-5% slower at 8-64 rows and 1% faster at one row: their
- * early blocks wait on the multiprocessors the running kernel needs.) */
+ * read early. Both are no-ops when a kernel is launched without the attribute. */
 static __device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+/* The other kernels (session 19; flint_cuda_kernel_pdl_configure): FLINT_LAUNCH launches with the
+ * programmatic-serialization attribute while that is on (the default). Measured (H200, graphs):
+ * the embedded pair's steps 4-9% faster (batch 1, K = 0: 0.266 -> 0.244 ms), qwen3-8b's verify
+ * within +-1% (batch 1 x q 1 4.63 -> 4.54 ms). Session 15 measured the same 2-5% slower at 8-64
+ * rows when the GEMMs triggered their successors early; they do not (gemm_cuda.cu). The
+ * contract for every kernel so launched: pdl_wait() before its first access to memory that a
+ * kernel before it writes, and before its first write; it may pdl_trigger() at once (its successor is then scheduled early
+ * and waits in turn). Since a kernel can only finish after its own wait returned, a wait covers
+ * every kernel before it, not only the last. The arguments go through cudaLaunchKernelEx's
+ * template, which converts them to the kernel's parameter types as <<<...>>> does. */
+static inline cudaLaunchConfig_t flint_launch_config(dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                                     cudaLaunchAttribute *attr) {
+    cudaLaunchConfig_t c;
+    memset(&c, 0, sizeof c);
+    c.gridDim = grid;
+    c.blockDim = block;
+    c.dynamicSmemBytes = smem;
+    c.stream = s;
+    if (flint_cuda_kernel_pdl()) {
+        memset(attr, 0, sizeof *attr);
+        attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr->val.programmaticStreamSerializationAllowed = 1;
+        c.attrs = attr;
+        c.numAttrs = 1;
+    }
+    return c;
+}
+#define FLINT_LAUNCH(kernel, grid, block, smem, stream, ...)                                                      \
+    do {                                                                                                          \
+        cudaLaunchAttribute fl_attr_;                                                                             \
+        const cudaLaunchConfig_t fl_cfg_ = flint_launch_config(grid, block, smem, (cudaStream_t)(stream), &fl_attr_); \
+        CUDA_CHECK(cudaLaunchKernelEx(&fl_cfg_, kernel, __VA_ARGS__));                                            \
+    } while (0)
 
 
 /* What a graph capture costs (target/forward_cuda.cu, drafter/forward_cuda.cu): its wall time and

@@ -259,7 +259,10 @@ static int fill_dummy(flint_target *t, struct flint_target_cuda *g, flint_err *e
     return 0;
 }
 
-void flint_target_cuda_tuning(int pdl, int wgmma) { flint_cuda_gemm_configure(pdl, wgmma); }
+void flint_target_cuda_tuning(int pdl, int wgmma, int kernel_pdl) {
+    flint_cuda_gemm_configure(pdl, wgmma);
+    flint_cuda_kernel_pdl_configure(kernel_pdl);
+}
 
 int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err) {
     struct flint_target_cuda *g = t->cuda;

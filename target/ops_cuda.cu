@@ -38,12 +38,21 @@ int flint_cuda_upload_packed(uint16_t *dst, const float *src, int N, int K, uint
     return 0;
 }
 
+/* Programmatic dependent launch of the kernels below and of attention's and the drafter's
+ * (FLINT_LAUNCH, cuda_common.cuh). */
+static int g_kernel_pdl = 1;
+void flint_cuda_kernel_pdl_configure(int on) {
+    if (on >= 0) g_kernel_pdl = on != 0;
+}
+int flint_cuda_kernel_pdl(void) { return g_kernel_pdl; }
+
 /* ==== Embedding, norms, RoPE, KV store, SwiGLU, add ==== */
 
 /* The embedding is packed (ops_cuda.h), as the LM head it may be: element (n, k) of tile row
  * n / 16 sits in block k / 32 at chunk 32 ((n % 16) / 8) + 4 (n % 8) + (k % 32) / 8. */
 static __global__ void embed_kernel(float *out, const uint16_t *embed, const int32_t *tokens, int hidden) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    pdl_wait();    /* FLINT_LAUNCH: what the kernel before wrote is visible from here on */
     const int r = blockIdx.x, n = tokens[r], nJ = (hidden + 31) / 32;
     const uint16_t *e = embed + (size_t)(n / 16) * nJ * 512 + (32 * ((n % 16) / 8) + 4 * (n % 8)) * 8;
     float *o = out + (size_t)r * hidden;
@@ -63,7 +72,7 @@ void flint_cuda_embed(float *out, const uint16_t *embed, const int32_t *tokens, 
                       flint_cuda_stream s) {
     FLINT_ASSERT(n_rows >= 0 && hidden > 0);
     if (n_rows == 0) return;
-    embed_kernel<<<n_rows, 256, 0, s>>>(out, embed, tokens, hidden);
+    FLINT_LAUNCH(embed_kernel, n_rows, 256, 0, s, out, embed, tokens, hidden);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -77,6 +86,7 @@ static __global__ void __launch_bounds__(NORM_THREADS)
 rmsnorm_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w, int n,
                float eps, float *copy, int ldc) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    pdl_wait();    /* FLINT_LAUNCH: what the kernel before wrote is visible from here on */
     __shared__ float part[NORM_THREADS / 32];
     const int i = blockIdx.x;
     const float *xr = x + (size_t)(rows ? rows[i] : i) * ldx;
@@ -104,6 +114,7 @@ static __global__ void __launch_bounds__(1024)
 rmsnorm_vec_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w, int n,
                    float eps, float *copy, int ldc) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    pdl_wait();    /* FLINT_LAUNCH: what the kernel before wrote is visible from here on */
     __shared__ float part[32];
     const int i = blockIdx.x, n4 = n >> 2, T = blockDim.x;
     const float4 *xr = (const float4 *)(x + (size_t)(rows ? rows[i] : i) * ldx);
@@ -167,9 +178,9 @@ void flint_cuda_rmsnorm_copy(uint16_t *out, int ldo, const float *x, int ldx, co
     if (vec) {
         int T = (n4 + NORM_VEC - 1) / NORM_VEC;
         T = (T + 31) / 32 * 32;
-        rmsnorm_vec_kernel<<<n_rows, T, 0, s>>>(out, ldo, x, ldx, rows, w, n, eps, copy, ldc);
+        FLINT_LAUNCH(rmsnorm_vec_kernel, n_rows, T, 0, s, out, ldo, x, ldx, rows, w, n, eps, copy, ldc);
     } else {
-        rmsnorm_kernel<<<n_rows, NORM_THREADS, 0, s>>>(out, ldo, x, ldx, rows, w, n, eps, copy, ldc);
+        FLINT_LAUNCH(rmsnorm_kernel, n_rows, NORM_THREADS, 0, s, out, ldo, x, ldx, rows, w, n, eps, copy, ldc);
     }
     CUDA_CHECK(cudaGetLastError());
 }
@@ -191,6 +202,8 @@ static __global__ void __launch_bounds__(HEAD_WARPS * 32)
 qk_norm_rope_kernel(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a, int n_b, const uint16_t *w_b,
                     int hd, float eps, const float *cos_t, const float *sin_t, const int32_t *pos,
                     const flint_cuda_kv_dst kv) {
+    pdl_trigger();
+    pdl_wait();
     const int nh = n_a + n_b, nt = nh + (kv.k_cache ? kv.n_kv_heads : 0), lane = threadIdx.x & 31;
     const int item = blockIdx.x * HEAD_WARPS + (threadIdx.x >> 5);
     if (item >= n_rows * nt) return; /* the whole warp */
@@ -252,8 +265,8 @@ static void qk_norm_rope_launch(float *x, int ldx, int n_rows, int n_a, const ui
     if (items == 0) return;
     FLINT_ASSERT(items < (1L << 31));
     int blocks = (int)((items + HEAD_WARPS - 1) / HEAD_WARPS);
-    qk_norm_rope_kernel<<<blocks, HEAD_WARPS * 32, 0, s>>>(x, ldx, n_rows, n_a, w_a, n_b, w_b, head_dim, eps,
-                                                            rope_cos, rope_sin, pos, kv ? *kv : none);
+    FLINT_LAUNCH(qk_norm_rope_kernel, blocks, HEAD_WARPS * 32, 0, s, x, ldx, n_rows, n_a, w_a, n_b, w_b, head_dim, eps,
+                 rope_cos, rope_sin, pos, kv ? *kv : none);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -278,6 +291,7 @@ static __global__ void __launch_bounds__(256)
 kv_store_kernel(uint16_t *kc, uint16_t *vc, const float *k, const float *v, int ld, const int32_t *pos,
                 const int32_t *row_seq, const int32_t *bt, int bt_stride, int n, int bs, int vec) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    pdl_wait();    /* FLINT_LAUNCH: what the kernel before wrote is visible from here on */
     const int r = blockIdx.x, p = pos[r];
     const int32_t blk = bt[(size_t)row_seq[r] * bt_stride + p / bs];
     const size_t base = ((size_t)blk * bs + p % bs) * n; /* n = n_kv_heads * head_dim per slot */
@@ -307,13 +321,14 @@ void flint_cuda_kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, c
     const int vec = n % 4 == 0 && ld % 4 == 0 && (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0 &&
                     (uintptr_t)k_cache % 8 == 0 && (uintptr_t)v_cache % 8 == 0;
     const int threads = vec ? (n / 4 < 256 ? (n / 4 + 31) / 32 * 32 : 256) : 128;
-    kv_store_kernel<<<n_rows, threads, 0, s>>>(k_cache, v_cache, k, v, ld, pos, row_seq, block_tables, bt_stride, n,
-                                               block_size, vec);
+    FLINT_LAUNCH(kv_store_kernel, n_rows, threads, 0, s, k_cache, v_cache, k, v, ld, pos, row_seq, block_tables,
+                 bt_stride, n, block_size, vec);
     CUDA_CHECK(cudaGetLastError());
 }
 
 static __global__ void swiglu_kernel(uint16_t *out, int ldo, const float *gu, int ldg, int n) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    pdl_wait();    /* FLINT_LAUNCH: what the kernel before wrote is visible from here on */
     const int r = blockIdx.y;
     const float *g = gu + (size_t)r * ldg, *u = g + n;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -328,11 +343,13 @@ void flint_cuda_swiglu(uint16_t *out, int ldo, const float *gu, int ldg, int n_r
     if (n_rows == 0) return;
     int bx = (n + 255) / 256;
     if (bx > 64) bx = 64;
-    swiglu_kernel<<<dim3(bx, n_rows), 256, 0, s>>>(out, ldo, gu, ldg, n);
+    FLINT_LAUNCH(swiglu_kernel, dim3(bx, n_rows), 256, 0, s, out, ldo, gu, ldg, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 static __global__ void copy_rows_kernel(float *dst, int ldd, const float *src, int lds, int n, int vec) {
+    pdl_trigger();
+    pdl_wait();
     const float *in = src + (size_t)blockIdx.y * lds;
     float *out = dst + (size_t)blockIdx.y * ldd;
     if (vec) {
@@ -349,11 +366,13 @@ void flint_cuda_copy_rows(float *dst, int ldd, const float *src, int lds, int n_
     const int vec = n % 4 == 0 && ldd % 4 == 0 && lds % 4 == 0 && (uintptr_t)dst % 16 == 0 && (uintptr_t)src % 16 == 0;
     int bx = ((vec ? n / 4 : n) + 255) / 256;
     if (bx > 16) bx = 16;
-    copy_rows_kernel<<<dim3(bx, n_rows), 256, 0, s>>>(dst, ldd, src, lds, n, vec);
+    FLINT_LAUNCH(copy_rows_kernel, dim3(bx, n_rows), 256, 0, s, dst, ldd, src, lds, n, vec);
     CUDA_CHECK(cudaGetLastError());
 }
 
 static __global__ void add_kernel(float *y, const float *x, size_t n) {
+    pdl_trigger();
+    pdl_wait();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         y[i] = __fadd_rn(y[i], x[i]);
 }
@@ -361,11 +380,13 @@ static __global__ void add_kernel(float *y, const float *x, size_t n) {
 void flint_cuda_add(float *y, const float *x, size_t n, flint_cuda_stream s) {
     if (n == 0) return;
     size_t b = (n + 255) / 256;
-    add_kernel<<<(unsigned)(b < 4096 ? b : 4096), 256, 0, s>>>(y, x, n);
+    FLINT_LAUNCH(add_kernel, (unsigned)(b < 4096 ? b : 4096), 256, 0, s, y, x, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 static __global__ void add_parts_kernel(float *x, const float *p, size_t n, int n_parts) {
+    pdl_trigger();
+    pdl_wait();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float s;
         if (n_parts == 1) s = p[i];
@@ -387,7 +408,7 @@ void flint_cuda_add_parts(float *x, const float *parts, size_t n, int n_parts, f
     FLINT_ASSERT(n_parts >= 1 && n_parts <= 64);
     if (n == 0) return;
     size_t b = (n + 255) / 256;
-    add_parts_kernel<<<(unsigned)(b < 4096 ? b : 4096), 256, 0, s>>>(x, parts, n, n_parts);
+    FLINT_LAUNCH(add_parts_kernel, (unsigned)(b < 4096 ? b : 4096), 256, 0, s, x, parts, n, n_parts);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -167,6 +167,13 @@ void flint_cuda_gemm_init(void);
  * on the warpgroup path (wgmma), 0 on the mma.sync block tiles. Negative keeps a setting. Neither
  * changes a bit of any result: for the lab and A/B benchmarks. */
 void flint_cuda_gemm_configure(int pdl, int wgmma);
+/* The other kernels of the forwards (norms, RoPE, attention, SwiGLU, the drafter's): 1 (the
+ * default) launches them with programmatic dependent launch too: each may be scheduled while the
+ * kernel before it runs and waits for it (griddepcontrol.wait) before touching memory, so the gap
+ * between two dependent kernels shrinks to the wait; 0 plain launches. Negative keeps the
+ * setting. Same bits either way. */
+void flint_cuda_kernel_pdl_configure(int on);
+int flint_cuda_kernel_pdl(void);
 /* The wgmma path's scratch (x rearranged for the tensor cores; gemm_cuda.cu): bytes for GEMMs of
  * up to max_rows rows and max_k inputs, and its binding to a stream (one per stream, made at open
  * and removed at close, outside any step or capture). A GEMM on a stream without a large enough

@@ -11,7 +11,8 @@
 #   test_drafter_cuda, test_target_cuda, test_tp_cuda, `flint bench --load-format dummy` (graphs,
 #   with the PyTorch baseline run by flint bench itself; benchab: the GEMMs' PDL off; benchwg:
 #   the wgmma GEMM off (the mma.sync block tiles for M > 32);
-#   bench2: tensor parallel over 2 GPUs; eager:
+#   benchkp: the other kernels' PDL off; bench2: tensor parallel over 2 GPUs; embedkp: the embedded
+#   pair with the other kernels' PDL off; eager:
 #   --enforce-eager). NVLink multicast stays off (NCCL_NVLS_ENABLE=0) for every step.
 #   STEPS="kernels target bench" bash tools/device/gpu_session.sh  ->  $OUT/*.log
 set -uo pipefail
@@ -59,6 +60,10 @@ step bench 300 bench.log .devbin/flint bench --device cuda --load-format dummy $
 # shellcheck disable=SC2086
 step benchab 300 benchab.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
     --gemm-pdl 0 --baseline none --output "$OUT/benchab.json"
+# the same table with the other kernels' programmatic dependent launch off (A/B)
+# shellcheck disable=SC2086
+step benchkp 300 benchkp.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
+    --kernel-pdl 0 --baseline none --output "$OUT/benchkp.json"
 # the same table with the wgmma GEMM off (A/B)
 # shellcheck disable=SC2086
 step benchwg 300 benchwg.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
@@ -83,6 +88,9 @@ EMB_ARGS="models/flint-tiny --device cuda --batch-sizes ${EMB_BATCHES:-1,8,32,64
 # shellcheck disable=SC2086
 step embedded 300 embedded.log .devbin/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
     --draft-lengths 1,3,5,7 --output "$OUT/embedded.json"
+# shellcheck disable=SC2086
+step embedkp 300 embedkp.log .devbin/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
+    --draft-lengths 1,3,5,7 --kernel-pdl 0 --output "$OUT/embedkp.json"
 # shellcheck disable=SC2086
 step embdyn 300 embdyn.log .devbin/flint bench $EMB_ARGS --speculative-config \
     '{"model": "models/flint-tiny-dspark", "num_speculative_tokens": 7, "dynamic_draft": true}' --draft-lengths 7 \
