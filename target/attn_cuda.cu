@@ -122,6 +122,7 @@ static __device__ __forceinline__ int attn_span(int blk_rows, const int32_t *pos
 typedef struct {
     int max_chunks; /* scratch chunks per (row, head) */
     int ns;         /* splits: a CTA takes chunks s, s + ns, ... */
+    int ms;         /* CTAs sharing a group's m tiles (grid z = ns x ms) */
     int nq;         /* query slots allocated (Q and P planes), a multiple of 16, <= TC_NQ */
     int r_max, u;   /* rows per group at most; the cut unit */
     int win;        /* rows per window, 1..TC_WIN (speed only: groups do not depend on it) */
@@ -253,7 +254,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
     const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: the matrix and the row this lane addresses */
     /* grid (KV head, window, split): CTAs start in x, y, z order, so every split's working CTAs
      * start before the next split's; the last rows' windows first */
-    const int kvh = blockIdx.x, win = gridDim.y - 1 - blockIdx.y, split = blockIdx.z;
+    const int kvh = blockIdx.x, win = gridDim.y - 1 - blockIdx.y, split = blockIdx.z % x.ns, mh = blockIdx.z / x.ns;
     const int hd = HD ? HD : a.head_dim, G = a.n_heads / a.n_kv_heads, kst = hd + 8, blk = a.blk_rows > 0;
     const int gdiv = (65536 + G - 1) / G; /* tc_div */
     const size_t slot = (size_t)a.n_kv_heads * hd; /* elements per cache position */
@@ -340,7 +341,12 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
         int nch = (Tmax + ATTN_CHUNK - 1) / ATTN_CHUNK;
         if (nch > x.max_chunks) nch = x.max_chunks; /* a caller bug; the merge traps on it */
         if (split >= nch) continue;                  /* CTA-uniform */
-        const int n_slots = n * G, n_mt = (n_slots + 15) >> 4;
+        /* this CTA's m tiles: x.ms CTAs share a group's tiles when CTAs are few (verify at batch 1-2);
+         * local tile mt is the group's tile mt_lo + mt, local slot j its slot js + j (every slot's
+         * operations are the same whoever computes it) */
+        const int n_slots = n * G, n_mt_all = (n_slots + 15) >> 4, tpc = (n_mt_all + x.ms - 1) / x.ms;
+        const int mt_lo = mh * tpc, n_mt = min(n_mt_all, mt_lo + tpc) - mt_lo, js = 16 * mt_lo;
+        if (n_mt <= 0) continue; /* CTA-uniform */
         if (FUSED && (Tmax + ATTN_CHUNK - 1) / ATTN_CHUNK > x.max_chunks) __trap(); /* as the merge kernel */
         /* FUSED: the merge's running state of this lane's slots j = 16 mt + g + 8 hh, its dims */
         float o_run[TC_MT][2][4], M_run[TC_MT][2], L_run[TC_MT][2];
@@ -363,15 +369,20 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
             {
                 const int p = t0 + tid, mine = tid < ATTN_CHUNK; /* position p is thread tid's */
                 const int b = mine && p < n_cache ? a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size] : 0;
+                /* FLINT_LAUNCH: Q and the cache (and the drafter block's K/V) come from the kernels
+                 * before; the rows, positions and tables above do not (they are uploaded before a
+                 * forward's first kernel), so their loads overlap the kernel before */
+                pdl_wait();
                 if (c == split) { /* Q of the group's slots as hi/lo bf16, zeros for padding slots (the
                                    * last readers of the previous group's Q passed the chunk-end barrier) */
 #pragma unroll 2
                     for (int idx = tid; idx < n_mt * 16 * (hd >> 3); idx += TC_THREADS) {
                         const int j = idx / (hd >> 3), d = (idx - j * (hd >> 3)) * 8;
                         float v[8];
-                        if (j < n_slots) {
-                            const int jr = tc_div(j, gdiv);
-                            const float *qp = a.q + (size_t)(r0 + jr) * a.ldq + (size_t)(kvh * G + j - jr * G) * hd + d;
+                        if (js + j < n_slots) {
+                            const int jr = tc_div(js + j, gdiv);
+                            const float *qp =
+                                a.q + (size_t)(r0 + jr) * a.ldq + (size_t)(kvh * G + js + j - jr * G) * hd + d;
                             if (x.q_vec) {
                                 const float4 u0 = *(const float4 *)qp, u1 = *(const float4 *)(qp + 4);
                                 v[0] = u0.x, v[1] = u0.y, v[2] = u0.z, v[3] = u0.w;
@@ -449,7 +460,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
             for (int mt = 0; mt < TC_MT; mt++) {
                 if (mt >= n_mt) break;
                 const int j0 = mt * 16 + g, j1 = j0 + 8;
-                const int T0 = tc_slot_T(j0, n_slots, gdiv, blk, p0, Tmax), T1 = tc_slot_T(j1, n_slots, gdiv, blk, p0, Tmax);
+                const int T0 = tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
+                const int T1 = tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
                 float m0 = -INFINITY, m1 = -INFINITY;
 #pragma unroll
                 for (int nt = 0; nt < 2; nt++)
@@ -478,7 +490,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
             for (int mt = 0; mt < TC_MT; mt++) {
                 if (mt >= n_mt) break;
                 const int j0 = mt * 16 + g, j1 = j0 + 8;
-                const int T0 = tc_slot_T(j0, n_slots, gdiv, blk, p0, Tmax), T1 = tc_slot_T(j1, n_slots, gdiv, blk, p0, Tmax);
+                const int T0 = tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
+                const int T1 = tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
                 const float M0 = tc_red_max(red_m, j0), M1 = tc_red_max(red_m, j1);
                 float l0 = 0.0f, l1 = 0.0f;
 #pragma unroll
@@ -557,7 +570,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 #pragma unroll
                     for (int hh = 0; hh < 2; hh++) {
                         const int j = mt * 16 + g + 8 * hh;
-                        if (t0 >= tc_slot_T(j, n_slots, gdiv, blk, p0, Tmax)) continue; /* nothing seen, or padding */
+                        if (t0 >= tc_slot_T(js + j, n_slots, gdiv, blk, p0, Tmax)) continue; /* nothing seen, or padding */
                         if (FUSED) { /* attn_merge_kernel's step for chunk c, the same operations */
                             const float m = tc_red_max(red_m, j), l = tc_red_sum(red_l, j);
                             const float Mn = fmaxf(M_run[mt][hh], m);
@@ -573,8 +586,9 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
                             }
                             continue;
                         }
-                        const int jr = tc_div(j, gdiv);
-                        const size_t part = ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + j - jr * G) * x.max_chunks + c;
+                        const int jr = tc_div(js + j, gdiv);
+                        const size_t part =
+                            ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + js + j - jr * G) * x.max_chunks + c;
                         float *op = o_part + part * hd + 2 * t;
 #pragma unroll
                         for (int nt = 0; nt < 2; nt++)
@@ -589,9 +603,10 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 #pragma unroll
                     for (int hh = 0; hh < 2; hh++) {
                         const int j = mt * 16 + g + 8 * hh;
-                        if (t0 >= tc_slot_T(j, n_slots, gdiv, blk, p0, Tmax)) continue;
-                        const int jr = tc_div(j, gdiv);
-                        const size_t part = ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + j - jr * G) * x.max_chunks + c;
+                        if (t0 >= tc_slot_T(js + j, n_slots, gdiv, blk, p0, Tmax)) continue;
+                        const int jr = tc_div(js + j, gdiv);
+                        const size_t part =
+                            ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + js + j - jr * G) * x.max_chunks + c;
                         ml_part[2 * part] = tc_red_max(red_m, j);
                         ml_part[2 * part + 1] = tc_red_sum(red_l, j);
                     }
@@ -607,10 +622,10 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 #pragma unroll
                 for (int hh = 0; hh < 2; hh++) {
                     const int j = mt * 16 + g + 8 * hh;
-                    if (j >= n_slots) continue;
+                    if (js + j >= n_slots) continue;
                     const float inv = 1.0f / L_run[mt][hh];
-                    const int jr = tc_div(j, gdiv);
-                    uint16_t *op = a.out + (size_t)(r0 + jr) * a.ldo + (size_t)(kvh * G + j - jr * G) * hd + 2 * t;
+                    const int jr = tc_div(js + j, gdiv);
+                    uint16_t *op = a.out + (size_t)(r0 + jr) * a.ldo + (size_t)(kvh * G + js + j - jr * G) * hd + 2 * t;
 #pragma unroll
                     for (int nt = 0; nt < 2; nt++) {
                         const int d = 16 * pb + 8 * nt;
@@ -625,7 +640,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 
 static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_kernel(const flint_cuda_attn a, const tc_args x) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
-    attn_tc_body(a, x, 0, 0);
+    attn_tc_body(a, x, 0, 0); /* pdl_wait: inside, after the loads that need none */
 }
 static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_fused_kernel(const flint_cuda_attn a, const tc_args x) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
@@ -695,6 +710,7 @@ static __device__ __forceinline__ void dot_k_f32(float acc[ATTN_G], const float 
 
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_chunk_kernel(const flint_cuda_attn a, int max_chunks, float scale) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    pdl_wait();    /* FLINT_LAUNCH: what the kernel before wrote is visible from here on */
     __shared__ float q_s[ATTN_G * FLINT_CUDA_ATTN_MAX_HEAD_DIM];
     __shared__ float p_s[ATTN_G * ATTN_CHUNK];
     __shared__ float m_s[ATTN_G], l_s[ATTN_G];
@@ -807,6 +823,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const f
     const int T = attn_span(a.blk_rows, a.pos, r, &n_cache, &blk0);
     const int nch = (T + ATTN_CHUNK - 1) / ATTN_CHUNK;
     if (nch > max_chunks) __trap(); /* max_ctx was below this row's context: a caller bug */
+    pdl_wait(); /* FLINT_LAUNCH: the partials come from the kernel before (the positions do not) */
     const size_t base = ((size_t)r * a.n_heads + (size_t)h) * max_chunks; /* head h, chunk 0 */
     const float *o = a.scratch + base * hd, *ml = a.scratch + (size_t)a.n_rows * a.n_heads * max_chunks * hd + 2 * base;
     if (tid == 0) M_s = -INFINITY, L_s = 0.0f;
@@ -968,20 +985,32 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         const long per_cta = (max_chunks + ns - 1) / ns;
         x.ns = (int)((max_chunks + per_cta - 1) / per_cta);
         fused = x.ns == 1 && a->head_dim <= 128;
+        /* Too few CTAs still (verify at batch 1: 8 KV heads x 9 chunks on 132 multiprocessors,
+         * two fit on each): the m tiles of a group (its rows x G query slots, 16 a tile) go to ms
+         * CTAs, each loading the chunk's K/V (the second read hits L2) and computing its tiles.
+         * The group's rows come from the rows-per-sequence hint (or the block); a CTA left without
+         * a tile ends at once. */
+        x.ms = 1;
+        if (!fused) {
+            const int rows = blk ? (a->blk_rows < x.r_max ? a->blk_rows : x.r_max) : a->rows_per_seq;
+            const int tiles = (rows * G + 15) / 16;
+            while (x.ms < tiles && per_split * x.ns * x.ms * 2 <= 2L * n_sm) x.ms *= 2;
+        }
         const size_t smem = tc_smem_bytes(a->head_dim, blk, x.nq);
         attn_tc_allow_smem(dev);
         const int d128 = a->head_dim == 128; /* the same arithmetic, compiled for the shape */
         if (fused)
-            (d128 ? attn_tc_fused_kernel_d128 : attn_tc_fused_kernel)<<<dim3(a->n_kv_heads, windows, 1), TC_THREADS,
-                                                                        smem, s>>>(*a, x);
+            FLINT_LAUNCH(d128 ? attn_tc_fused_kernel_d128 : attn_tc_fused_kernel, dim3(a->n_kv_heads, windows, 1),
+                         TC_THREADS, smem, s, *a, x);
         else
-            (d128 ? attn_tc_kernel_d128 : attn_tc_kernel)<<<dim3(a->n_kv_heads, windows, (unsigned)x.ns), TC_THREADS,
-                                                            smem, s>>>(*a, x);
+            FLINT_LAUNCH(d128 ? attn_tc_kernel_d128 : attn_tc_kernel,
+                         dim3(a->n_kv_heads, windows, (unsigned)(x.ns * x.ms)), TC_THREADS, smem, s, *a, x);
     } else {
-        attn_chunk_kernel<<<dim3(max_chunks, a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s>>>(*a, max_chunks, scale);
+        FLINT_LAUNCH(attn_chunk_kernel, dim3(max_chunks, a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s, *a, max_chunks,
+                     scale);
     }
     CUDA_CHECK(cudaGetLastError());
     if (fused) return;
-    attn_merge_kernel<<<dim3(a->n_heads, a->n_rows), ATTN_THREADS, 0, s>>>(*a, max_chunks);
+    FLINT_LAUNCH(attn_merge_kernel, dim3(a->n_heads, a->n_rows), ATTN_THREADS, 0, s, *a, max_chunks);
     CUDA_CHECK(cudaGetLastError());
 }
