@@ -214,6 +214,12 @@ static __device__ __forceinline__ void tc_load_tile(uint16_t *hi, uint16_t *lo, 
     }
 }
 
+/* The launch's share of a.l2_prefetch (cuda_common.cuh). At batch 1 the attention reads ~4 MB in
+ * ~9 us, so the next GEMM's 32 MB of weights can come into L2 meanwhile (session 19). */
+static __device__ __forceinline__ void attn_l2_prefetch(const flint_cuda_attn *a) {
+    l2_prefetch_share(a->l2_prefetch, a->l2_prefetch_bytes);
+}
+
 /* j / G for a slot j < 1024 and G <= 16 (gdiv = ceil(2^16 / G): exact in that range, checked
  * exhaustively), without the integer division's ~20 instructions */
 static __device__ __forceinline__ int tc_div(int j, int gdiv) { return (j * gdiv) >> 16; }
@@ -364,57 +370,59 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
             const int t0 = c * ATTN_CHUNK;
             const int bchunk = blk && t0 + ATTN_CHUNK > n_cache; /* holds block positions (fp32 K/V) */
 
-            /* 1. where each position's K/V row is; on a group's first chunk, its Q too, while the
-             * block-table load is in flight */
+            /* 1. where each position's K/V row is (the block-table loads need no wait: the tables
+             * are uploaded before a forward's first kernel) */
             {
-                const int p = t0 + tid, mine = tid < ATTN_CHUNK; /* position p is thread tid's */
-                const int b = mine && p < n_cache ? a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size] : 0;
-                /* FLINT_LAUNCH: Q and the cache (and the drafter block's K/V) come from the kernels
-                 * before; the rows, positions and tables above do not (they are uploaded before a
-                 * forward's first kernel), so their loads overlap the kernel before */
-                pdl_wait();
-                if (c == split) { /* Q of the group's slots as hi/lo bf16, zeros for padding slots (the
-                                   * last readers of the previous group's Q passed the chunk-end barrier) */
-#pragma unroll 2
-                    for (int idx = tid; idx < n_mt * 16 * (hd >> 3); idx += TC_THREADS) {
-                        const int j = idx / (hd >> 3), d = (idx - j * (hd >> 3)) * 8;
-                        float v[8];
-                        if (js + j < n_slots) {
-                            const int jr = tc_div(js + j, gdiv);
-                            const float *qp =
-                                a.q + (size_t)(r0 + jr) * a.ldq + (size_t)(kvh * G + js + j - jr * G) * hd + d;
-                            if (x.q_vec) {
-                                const float4 u0 = *(const float4 *)qp, u1 = *(const float4 *)(qp + 4);
-                                v[0] = u0.x, v[1] = u0.y, v[2] = u0.z, v[3] = u0.w;
-                                v[4] = u1.x, v[5] = u1.y, v[6] = u1.z, v[7] = u1.w;
-                            } else {
-#pragma unroll
-                                for (int e = 0; e < 8; e++) v[e] = qp[e];
-                            }
-                        } else {
-#pragma unroll
-                            for (int e = 0; e < 8; e++) v[e] = 0.0f;
-                        }
-                        uint4 h, l;
-                        split8(v, &h, &l);
-                        *(uint4 *)(Qh + j * kst + d) = h;
-                        *(uint4 *)(Ql + j * kst + d) = l;
-                    }
+                const int p = t0 + tid; /* position p is thread tid's */
+                if (tid < ATTN_CHUNK) {
+                    const int b = p < n_cache ? a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size] : 0;
+                    long long off = -1;
+                    if (p < n_cache)
+                        off = ((long long)b * a.block_size + p % a.block_size) * (long long)slot + (long long)kvh * hd;
+                    else if (p < Tmax)
+                        off = -2 - (long long)(blk0 + p - n_cache);
+                    pos_off[tid] = off;
                 }
-                long long off = -1;
-                if (p < n_cache)
-                    off = ((long long)b * a.block_size + p % a.block_size) * (long long)slot + (long long)kvh * hd;
-                else if (p < Tmax)
-                    off = -2 - (long long)(blk0 + p - n_cache);
-                if (mine) pos_off[tid] = off;
             }
             __syncthreads();
+            /* FLINT_LAUNCH: Q and the cache (and the drafter block's K/V) come from the kernels
+             * before; everything above overlapped the kernel before */
+            pdl_wait();
 
-            /* 2. K, then V, in flight together; wait for K only */
+            /* 2. K, then V, in flight together; on a group's first chunk its Q meanwhile; wait for
+             * K (and Q) only */
             tc_load_tile(Ks, Kl, a.k_cache, a.blk_k, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
             cp_async_commit();
             tc_load_tile(Vs, Vl, a.v_cache, a.blk_v, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
             cp_async_commit();
+            if (c == split) { /* Q of the group's slots as hi/lo bf16, zeros for padding slots (the
+                               * last readers of the previous group's Q passed the chunk-end barrier) */
+#pragma unroll 2
+                for (int idx = tid; idx < n_mt * 16 * (hd >> 3); idx += TC_THREADS) {
+                    const int j = idx / (hd >> 3), d = (idx - j * (hd >> 3)) * 8;
+                    float v[8];
+                    if (js + j < n_slots) {
+                        const int jr = tc_div(js + j, gdiv);
+                        const float *qp =
+                            a.q + (size_t)(r0 + jr) * a.ldq + (size_t)(kvh * G + js + j - jr * G) * hd + d;
+                        if (x.q_vec) {
+                            const float4 u0 = *(const float4 *)qp, u1 = *(const float4 *)(qp + 4);
+                            v[0] = u0.x, v[1] = u0.y, v[2] = u0.z, v[3] = u0.w;
+                            v[4] = u1.x, v[5] = u1.y, v[6] = u1.z, v[7] = u1.w;
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < 8; e++) v[e] = qp[e];
+                        }
+                    } else {
+#pragma unroll
+                        for (int e = 0; e < 8; e++) v[e] = 0.0f;
+                    }
+                    uint4 h, l;
+                    split8(v, &h, &l);
+                    *(uint4 *)(Qh + j * kst + d) = h;
+                    *(uint4 *)(Ql + j * kst + d) = l;
+                }
+            }
             cp_async_wait1();
             __syncthreads();
 
@@ -640,20 +648,24 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
 
 static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_kernel(const flint_cuda_attn a, const tc_args x) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    attn_l2_prefetch(&a);
     attn_tc_body(a, x, 0, 0); /* pdl_wait: inside, after the loads that need none */
 }
 static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_fused_kernel(const flint_cuda_attn a, const tc_args x) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
+    attn_l2_prefetch(&a);
     attn_tc_body(a, x, 1, 0);
 }
 /* head_dim 128 (the Qwen3 models) */
 static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_kernel_d128(const flint_cuda_attn a, const tc_args x) {
     pdl_trigger();
+    attn_l2_prefetch(&a);
     attn_tc_body(a, x, 0, 128);
 }
 static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_fused_kernel_d128(const flint_cuda_attn a,
                                                                                  const tc_args x) {
     pdl_trigger();
+    attn_l2_prefetch(&a);
     attn_tc_body(a, x, 1, 128);
 }
 
@@ -943,6 +955,7 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         FLINT_ASSERT((uintptr_t)a->k_cache % 16 == 0 && (uintptr_t)a->v_cache % 16 == 0);
     if (a->blk_rows > 0)
         FLINT_ASSERT(a->n_rows % a->blk_rows == 0 && a->blk_k && a->blk_v && a->ld_blk >= a->n_kv_heads * a->head_dim);
+    FLINT_ASSERT(!a->l2_prefetch || ((uintptr_t)a->l2_prefetch % 16 == 0 && a->l2_prefetch_bytes % 16 == 0));
     if (a->n_rows == 0) return;
     const int max_chunks = (a->max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK;
     const float scale = (float)(1.0 / sqrt((double)a->head_dim)); /* as the CPU forward */

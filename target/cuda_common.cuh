@@ -76,6 +76,24 @@ static __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+/* ==== L2 prefetch (flint_cuda_prefetch, sm_90) ====
+ * The launch's share of bytes at p (16-byte aligned, a multiple of 16) pulled into L2: 4 KB pieces
+ * dealt round-robin over the CTAs and their threads, one bulk prefetch each (no registers, no
+ * shared memory; nothing waits for it). For weights, which no kernel writes: no pdl_wait needed. */
+static __device__ __forceinline__ void l2_prefetch_share(const void *p, size_t bytes) {
+    if (!p || !bytes) return;
+    const size_t n_cta = (size_t)gridDim.x * gridDim.y * gridDim.z;
+    const size_t cta = blockIdx.x + (size_t)gridDim.x * (blockIdx.y + (size_t)gridDim.y * blockIdx.z);
+    const size_t piece = 4096, n = (bytes + piece - 1) / piece;
+    const size_t nt = (size_t)blockDim.x * blockDim.y * blockDim.z;
+    const size_t tid = threadIdx.x + (size_t)blockDim.x * (threadIdx.y + (size_t)blockDim.y * threadIdx.z);
+    for (size_t i = cta + n_cta * tid; i < n; i += n_cta * nt) {
+        const size_t off = i * piece, len = bytes - off < piece ? bytes - off : piece;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)p + off), "r"((unsigned)len)
+                     : "memory");
+    }
+}
+
 /* ==== Programmatic dependent launch (sm_90) ====
  * A register-path GEMM (gemm_cuda.cu) is launched with the programmatic-serialization attribute:
  * it starts while the kernel before it still runs, requests its first weights (which nothing

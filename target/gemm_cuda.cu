@@ -917,6 +917,7 @@ static const gemm_tc_variant tc_variants[] = {
 #define TCW_128 18    /* TCW_VARIANT(128, 4, 3) */
 #define TCW_64 19     /* TCW_VARIANT(64, 4, 4) */
 #define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
+#define TC_M1_U8 6 /* TC_VARIANT(1, 1, 8, 1) */
 
 /* tcb: the tile's extent, threads, and shared memory (the stages, or the partial tile over them) */
 static int tcb_bn(const gemm_tc_variant *v) { return 16 * v->tn * v->wn; }
@@ -1081,6 +1082,8 @@ static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
 void flint_cuda_gemm_init(void) {
     FLINT_ASSERT(tc_variants[TCB_128x128].wn == 2 && tc_variants[TCB_128x128].tm == 8 && tc_variants[TCB_128x128].st == 4);
     FLINT_ASSERT(tc_variants[TCB_128x64].wn == 2 && tc_variants[TCB_128x64].tm == 4 && tc_variants[TCB_128x64].st == 4);
+    FLINT_ASSERT(tc_variants[TC_M1_U8].mt == 1 && tc_variants[TC_M1_U8].nt == 1 && tc_variants[TC_M1_U8].u == 8 &&
+                 tc_variants[TC_M1_U8].px == 1);
     FLINT_ASSERT(tc_variants[TCW_128].bm == 128 && tc_variants[TCW_128].u == 4 && tc_variants[TCW_64].bm == 64 &&
                  tc_variants[TCW_64].u == 4);
     for (int i = 0; i < TC_N_VARIANTS; i++) /* a ring of one slot deadlocks: a slot is released a stage late */
@@ -1103,6 +1106,10 @@ void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, con
      * (tcw 128 x 64, 1.04-1.22x the block tiles in the lab) and more (tcw 128 x 128, 1.2-1.5x),
      * except the narrow layers' 65..128 rows (K <= 4096), where variant 4 stays (session 17). */
     int v = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? TCB_128x64 : M <= 128 && N <= 4096 ? 4 : TCB_128x128;
+    /* a long K at a few rows (qwen3-8b's down projection, 4096 x 12288): few blocks, each
+     * streaming 384 KB, need more bytes in flight per warp: 8 k32 blocks a step (lab, M = 1 and 8:
+     * 28.2-28.5 -> 27.0-27.3 us; at K = 4096 it loses) */
+    if (M <= 8 && K >= 8192) v = TC_M1_U8;
     if (g_wgmma && FLINT_TCW_BUILT && M > 32 && !(M > 64 && M <= 128 && N <= 4096 && K <= 4096))
         v = M <= 64 ? TCW_64 : TCW_128;
     gemm_tc_launch(&tc_variants[v], y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);

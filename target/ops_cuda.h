@@ -246,6 +246,10 @@ typedef struct flint_cuda_attn {
     int rows_per_seq;                  /* speed hint, causal mode: about how many consecutive rows each
                                           sequence has in this launch (1 for decode, K + 1 for a
                                           verify; 0: unknown). Results do not depend on it */
+    const void *l2_prefetch;           /* speed hint: l2_prefetch_bytes (16-byte aligned, a multiple of
+                                          16) the CTAs pull into L2 as they start (the weights of the
+                                          GEMM after the attention, while HBM is idle); NULL: none */
+    size_t l2_prefetch_bytes;
 } flint_cuda_attn;
 
 size_t flint_cuda_attn_scratch_floats(int n_rows, int n_heads, int head_dim, int max_ctx);

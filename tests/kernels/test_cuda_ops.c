@@ -944,9 +944,11 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
         b.n_rows = lens[i];
         b.max_ctx = starts[i] + lens[i];
         b.rows_per_seq = lens[i] < 8 ? lens[i] : 8;
+        b.l2_prefetch = dv.p; /* and an L2 prefetch hint (the forward's: the O projection's weights) */
+        b.l2_prefetch_bytes = (sizeof(uint16_t) * n) & ~(size_t)15;
         flint_cuda_attention(&b, NULL);
     }
-    ATTN_BITS(ra, "each run alone, its rows as the hint == in the batch");
+    ATTN_BITS(ra, "each run alone, its rows as the hint, a prefetch == in the batch");
 
     /* the window hint (rows_per_seq, a speed knob) changes no bit */
     for (int h = 1; h <= 8; h *= 2) {
