@@ -114,18 +114,23 @@ static __global__ void __launch_bounds__(1024)
 rmsnorm_vec_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w, int n,
                    float eps, float *copy, int ldc) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
-    pdl_wait();    /* FLINT_LAUNCH: what the kernel before wrote is visible from here on */
     __shared__ float part[32];
     const int i = blockIdx.x, n4 = n >> 2, T = blockDim.x;
-    const float4 *xr = (const float4 *)(x + (size_t)(rows ? rows[i] : i) * ldx);
     const uint2 *wr = (const uint2 *)w;
     float4 v[NORM_VEC];
     uint2 wv[NORM_VEC];
 #pragma unroll
+    for (int j = 0; j < NORM_VEC; j++) { /* the weights (and the row index: uploaded) need no wait */
+        const int k = threadIdx.x + j * T;
+        wv[j] = k < n4 ? wr[k] : make_uint2(0u, 0u);
+    }
+    const int row = rows ? rows[i] : i;
+    pdl_wait(); /* FLINT_LAUNCH: x comes from the kernels before */
+    const float4 *xr = (const float4 *)(x + (size_t)row * ldx);
+#pragma unroll
     for (int j = 0; j < NORM_VEC; j++) {
         const int k = threadIdx.x + j * T;
         v[j] = k < n4 ? xr[k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        wv[j] = k < n4 ? wr[k] : make_uint2(0u, 0u);
     }
     if (copy) { /* the row as read (rmsnorm_copy): the target's taps */
         float4 *cr = (float4 *)(copy + (size_t)i * ldc);
@@ -203,10 +208,9 @@ qk_norm_rope_kernel(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a,
                     int hd, float eps, const float *cos_t, const float *sin_t, const int32_t *pos,
                     const flint_cuda_kv_dst kv) {
     pdl_trigger();
-    pdl_wait();
     const int nh = n_a + n_b, nt = nh + (kv.k_cache ? kv.n_kv_heads : 0), lane = threadIdx.x & 31;
     const int item = blockIdx.x * HEAD_WARPS + (threadIdx.x >> 5);
-    if (item >= n_rows * nt) return; /* the whole warp */
+    if (item >= n_rows * nt) return; /* the whole warp (before the wait: it touches nothing) */
     const int r = item / nt, h = item % nt, half = hd / 2;
     const int p = pos[r];
     uint16_t *dst = NULL; /* this head's cache slot, when it has one */
@@ -216,6 +220,9 @@ qk_norm_rope_kernel(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a,
         const size_t slot = ((size_t)blk * kv.block_size + p % kv.block_size) * kv.n_kv_heads;
         dst = is_v ? kv.v_cache + (slot + (size_t)(h - nh)) * hd : kv.k_cache + (slot + (size_t)(h - kv.k_head0)) * hd;
     }
+    /* FLINT_LAUNCH: the rows come from the GEMM before; the position and the block table (uploaded
+     * before a forward's first kernel) were read while it ran */
+    pdl_wait();
     if (h >= nh) { /* a V head: a copy */
         const float *v = x + (size_t)r * ldx + kv.v_col + (size_t)(h - nh) * hd;
         for (int d = lane; d < hd; d += 32) dst[d] = f2bf(v[d]);
