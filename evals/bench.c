@@ -31,6 +31,7 @@ typedef struct row {
     double tps_total, tps_user, speedup;
     flint_step_profile prof; /* --profile: the profiled pass, sums over its steps */
     int64_t khist[FLINT_MAX_DRAFT + 1]; /* dynamic draft lengths: timed steps by the step-level K chosen */
+    int64_t probes;                     /* of which probes (a few requests drafted) */
 } row;
 
 /* A pool of real prompt tokens from the dataset's first turns (no chat template: the benchmark
@@ -130,6 +131,7 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
     long tokens = 0;
     int64_t kh0[FLINT_MAX_DRAFT + 1], kh1[FLINT_MAX_DRAFT + 1];
     flint_engine_step_k_hist(e, kh0);
+    const int64_t pr0 = flint_engine_probe_steps(e);
     for (int s = 0; s < o->steps; s++) {
         double t0 = flint_evals_now_ms();
         if (flint_engine_step(e, &ev, &n_ev, err)) goto done;
@@ -149,6 +151,7 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
     }
     flint_engine_step_k_hist(e, kh1);
     for (int k = 0; k <= FLINT_MAX_DRAFT; k++) r->khist[k] = kh1[k] - kh0[k];
+    r->probes = flint_engine_probe_steps(e) - pr0;
     if (o->profile) { /* a second window, waiting for the GPU after every phase */
         flint_engine_set_profile(e, 1);
         for (int s = 0; s < o->steps; s++)
@@ -289,7 +292,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
                 if (rows[i].k == 0) continue;
                 printf("%6d %3d  ", rows[i].b, rows[i].k);
                 for (int k = 0; k <= rows[i].k; k++) printf(" K%d: %lld", k, (long long)rows[i].khist[k]);
-                printf("\n");
+                printf(" (probes %lld)\n", (long long)rows[i].probes);
             }
         }
         if (g_open[0].n_captures > 0 || g_end[0].n_captures > 0) {

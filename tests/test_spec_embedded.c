@@ -45,6 +45,7 @@
 #define TGT FLINT_SOURCE_DIR "/models/flint-tiny"
 #define DSP FLINT_SOURCE_DIR "/models/flint-tiny-dspark"
 #define FIXTURE FLINT_SOURCE_DIR "/tests/fixtures/specloop/gsm8k_k7_t0.json"
+#define FLINT_DYN_PROBE_REQS_TEST 4 /* verifier/engine_internal.h's FLINT_DYN_PROBE_REQS */
 #define ENDOFTEXT 8188 /* <|endoftext|>: the reference loop stops at it as well as at <|im_end|> */
 
 /* dynamic_draft of the engines open_engine opens: 0 (fixed K) unless a test says otherwise; the
@@ -284,6 +285,63 @@ static void test_pinned(void) {
     CHECKF(free_drafts < 7 * free_steps || hist[0] > 0,
            "the scheduler never shortened or skipped a draft: pinning was not tested");
     for (int i = 0; i < NPIN; i++) free(q[i]), free(pid[i]);
+}
+
+/* ==== probes: while drafting does not pay, a few requests draft now and then ==== */
+
+enum { NPROBE = 8, TPROBE = 128 };
+
+/* A cost model where a verify row is free (the scheduler keeps every draft) but a draft pass costs
+ * twice a step (0.3 ms + 0.6 per draft pass: the gate skips drafting at the pair's acceptance) makes
+ * the dynamic engine draft only in probes once its estimates are in: then at most
+ * FLINT_DYN_PROBE_REQS (4) of the 8 requests draft, where a full drafting step has all 8. Greedy
+ * output stays the target's own. */
+static void test_probe(void) {
+    char *q[NPROBE];
+    int32_t *pid[NPROBE];
+    int plen[NPROBE];
+    if (load_turns(FLINT_SOURCE_DIR "/evals/data/mt_bench.jsonl", NPROBE, q) != NPROBE) return;
+    flint_engine *e = open_engine(NULL, 0, 8); /* target only: the reference */
+    if (!e) return;
+    for (int i = 0; i < NPROBE; i++)
+        if (chat_ids(flint_engine_tokenizer(e), q[i], &pid[i], &plen[i])) return;
+    static int32_t ref[NPROBE][TPROBE], got[NPROBE][TPROBE];
+    int lr[NPROBE], lg[NPROBE];
+    flint_request_params prm[NPROBE];
+    for (int i = 0; i < NPROBE; i++) {
+        flint_request_params_default(&prm[i]);
+        prm[i].max_tokens = TPROBE;
+        prm[i].ignore_eos = 1;
+        prm[i].sampling.temperature = 0.0f;
+    }
+    run(e, NPROBE, NPROBE, pid, plen, prm, &ref[0][0], TPROBE, lr, NULL);
+    flint_engine_close(e);
+    g_dynamic = 1;
+    g_cost[0] = 0.3, g_cost[1] = 0.0, g_cost[2] = 0.6;
+    e = open_engine(DSP, 7, 8);
+    g_dynamic = 0;
+    memset(g_cost, 0, sizeof g_cost);
+    if (!e) return;
+    flint_spec_stats per[NPROBE];
+    memset(per, 0, sizeof per);
+    run(e, NPROBE, NPROBE, pid, plen, prm, &got[0][0], TPROBE, lg, per);
+    int64_t hist[FLINT_MAX_DRAFT + 1];
+    flint_engine_step_k_hist(e, hist);
+    const int64_t probes = flint_engine_probe_steps(e);
+    flint_engine_close(e);
+    int64_t drafted = 0; /* (request, step) pairs that drafted */
+    for (int i = 0; i < NPROBE; i++) {
+        CHECKF(lr[i] == TPROBE && lg[i] == TPROBE && !memcmp(ref[i], got[i], sizeof ref[i]),
+               "request %d: greedy tokens with probes differ from the target's", i);
+        drafted += per[i].steps;
+    }
+    printf("probes: %lld of %lld drafting steps (%lld at K = 0); %lld request-steps drafted\n", (long long)probes,
+           (long long)hist[7], (long long)hist[0], (long long)drafted);
+    CHECKF(probes > 0 && hist[0] > probes, "no probe among mostly K = 0 steps: the cost model did not make "
+                                           "drafting dear, or the gate never explored");
+    CHECKF(drafted <= NPROBE * (hist[7] - probes) + FLINT_DYN_PROBE_REQS_TEST * probes,
+           "more than %d requests drafted in a probe", FLINT_DYN_PROBE_REQS_TEST);
+    for (int i = 0; i < NPROBE; i++) free(q[i]), free(pid[i]);
 }
 
 /* ==== sampling: the first three tokens' distribution does not change with speculation ==== */
@@ -634,6 +692,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(part, "greedy")) test_greedy();
     if (all || !strcmp(part, "sampling")) test_sampling();
     if (all || !strcmp(part, "pinned")) test_pinned();
+    if (all || !strcmp(part, "probe")) test_probe();
     if (all || !strcmp(part, "layout")) {
         char dir[] = "/tmp/flint_layout_XXXXXX";
         if (!mkdtemp(dir)) return 1;

@@ -76,6 +76,7 @@ void flint_engine_step_profile(const flint_engine *e, flint_step_profile *p) { *
 void flint_engine_step_k_hist(const flint_engine *e, int64_t hist[FLINT_MAX_DRAFT + 1]) {
     memcpy(hist, e->dyn_k_hist, sizeof e->dyn_k_hist);
 }
+int64_t flint_engine_probe_steps(const flint_engine *e) { return e->dyn_probe_steps; }
 void flint_engine_set_profile(flint_engine *e, int on) {
     if (on && !e->o.profile) memset(&e->prof, 0, sizeof e->prof);
     e->o.profile = on != 0;

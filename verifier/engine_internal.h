@@ -3,6 +3,9 @@
 #ifndef FLINT_VERIFIER_ENGINE_INTERNAL_H
 #define FLINT_VERIFIER_ENGINE_INTERNAL_H
 
+/* Requests that draft in a dynamic-length probe step (schedule.c, flint_engine_pick_k). */
+#define FLINT_DYN_PROBE_REQS 4
+
 typedef struct flint_prefix_cache flint_prefix_cache;
 typedef struct flint_engine_tp flint_engine_tp;
 typedef struct flint_engine_dev flint_engine_dev;
@@ -76,14 +79,21 @@ struct flint_engine {
     double dyn_b[16], dyn_t[16];
     double dyn_draft_ms;                               /* drafting cost given in the options, or */
     int dyn_dn;                                        /* measured: dyn_db[i] requests take dyn_dt[i] ms */
-    double dyn_db[8], dyn_dt[8];
-    double dyn_cnt, dyn_tok, dyn_rows;                 /* decayed sums over requests of drafting steps:
-                                                          * count, tokens emitted, rows verified */
+    double dyn_db[8], dyn_dt[8];                       /* (at K drafts; dyn_dt1: at one draft) */
+    double dyn_dt1[8];
+    double dyn_cnt;                                    /* decayed count of requests of drafting steps */
+    double dyn_pcnt[FLINT_MAX_DRAFT];                  /* decayed per draft position j + 1: requests that */
+    double dyn_pdraft[FLINT_MAX_DRAFT];                /* could draft it, that verified it (after the */
+    double dyn_pacc[FLINT_MAX_DRAFT];                  /* confidence pruning), that accepted it */
     int64_t dyn_steps, dyn_last_draft;                 /* spec steps so far, the last that drafted */
     int64_t dyn_obs_steps;                             /* drafting steps whose requests were observed */
     double dyn_pred_ms, dyn_scale[2];                  /* this step's modelled ms; real / modelled, without
                                                           * and with drafting (decayed) */
     int64_t dyn_k_hist[FLINT_MAX_DRAFT + 1];           /* spec steps by chosen K_step */
+    int dyn_probe;                                     /* this step drafts only to keep E and r current:
+                                                          * FLINT_DYN_PROBE_REQS requests draft, in turn */
+    int dyn_probe_next;                                /* where the next probe's requests start */
+    int64_t dyn_probe_steps;                           /* probes so far */
     flint_drafter_req *dreqs;                          /* [max_seqs] */
     int *dreq_sid;
     int *row0;                                         /* [max_seqs] first verify row of a session */
@@ -123,10 +133,11 @@ static inline int flint_engine_pinned(const flint_engine *e, const session *s) {
 /* n_rows_base: verify rows before any draft (one per running session); fills e->dlen[0..n_d):
  * pinned sessions keep all their drafts, the others the prefix the scheduler admits. */
 void flint_engine_schedule_drafts(flint_engine *e, int n_rows_base, int n_d);
-/* The step-level draft length for n running requests (dynamic_draft: K or 0), and one request's
- * outcome in a drafting step (k drafts verified, acc accepted) for its estimates. */
+/* The step-level draft length for n running requests (dynamic_draft: 0..K), and one request's
+ * outcome in a drafting step (cap drafts drawn, k of them verified, acc accepted) for its
+ * estimates. */
 int flint_engine_pick_k(flint_engine *e, int n);
-void flint_engine_observe_acceptance(flint_engine *e, int k, int acc);
+void flint_engine_observe_acceptance(flint_engine *e, int cap, int k, int acc);
 void flint_engine_observe_step_ms(flint_engine *e, int drafted, double ms);
 
 /* prefix.c */

@@ -16,14 +16,18 @@
  * are used (no per-position temperature calibration yet). On a CPU the verify cost grows with every
  * row, so the scheduler rightly keeps few drafts; on a GPU it is flat up to dozens of rows.
  *
- * Before that, whether the step drafts at all (flint_engine_pick_k): the scheduler above only
- * weighs verify rows, but drafting costs a pass of its own (encode + draft, D(n), measured at
- * open), and at large batches the verify of extra rows turns compute-bound. The step drafts K
- * (then pruned per request as above) when n E / (T(n r) + D(n)) beats n / T(n), with E the tokens
- * a request emitted and r the rows it verified in earlier drafting steps (decayed means, so the
- * confidence pruning's effect is in them: survival counted over the verified positions only would
- * be biased upwards by that pruning), else K_step = 0, with a drafting step now and then to keep
- * E and r current (fewer the clearer the loss). The modelled times are scaled by the ratio of
+ * Before that, how many the step drafts at all (flint_engine_pick_k): the scheduler above only
+ * weighs verify rows, but drafting costs a pass of its own (encode + draft, D(n, k), measured at
+ * open at k = K and k = 1), and at large batches the verify of extra rows turns compute-bound. The
+ * step drafts the k <= K (then pruned per request as above) that maximizes n E(k) / (T(n r(k)) +
+ * D(n, k)) when that beats n / T(n), with E(k) the tokens a request emits and r(k) the rows it
+ * verifies drafting k: per draft position, decayed shares of the requests that could draft it
+ * which verified it and accepted it in earlier drafting steps (so the confidence pruning's effect
+ * is in them: survival counted over the verified positions only would be biased upwards by that
+ * pruning). Else K_step = 0, with a probe now and then to keep the estimates current: a step
+ * where only FLINT_DYN_PROBE_REQS requests draft K, in turn (a whole batch drafting K = 7 cost the
+ * embedded pair's batch 64 a step of ~1.2 ms, 4% of a 60-step window by itself; the estimates are
+ * per request). The modelled times are scaled by the ratio of
  * real to modelled step time seen for each choice (the step also encodes, decides and emits). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,46 +134,53 @@ int flint_engine_measure_draft_cost(flint_engine *e, flint_err *err) {
     int n_pts = 0;
     for (int n = 1; n_pts < 8; n = n * 4 > S ? (n == S ? S + 1 : S) : n * 4) {
         if (n > S) break;
-        for (int r = 0; r < n; r++) {
-            e->row_pos[r] = r;
-            e->row_seq[r] = 0;
-            e->dreqs[r] = (flint_drafter_req){.anchor = (int32_t)((r * 7919) % e->V), .pos = 0, .seq = 0,
-                                              .n_draft = e->dmax, .temperature = 0.0f, .greedy = 1, .seed = 0};
-        }
-        flint_drafter_ctx_batch cb = {.n_rows = n, .pos = e->row_pos, .row_seq = e->row_seq, .n_seqs = 1,
-                                      .block_tables = tables};
-        flint_target_device_view v;
-        flint_target_get_device_view(e->tgt, &v);
-        if (e->dev_taps) cb.taps_device = v.taps; /* the last verify measurement's rows */
-        else cb.taps = e->taps;
-        flint_drafter_out out = {.tokens = e->drafts, .confidence = e->conf};
-        double t[3];
-        int reps = 3;
-        for (int k = 0; k <= reps; k++) {
-            double t0 = now_ms();
-            if (flint_drafter_encode(e->dft, &cb, err) ||
-                flint_drafter_draft(e->dft, n, e->dreqs, tables, 1, &out, err)) {
-                free(table);
-                return -1;
+        double ms[2]; /* K drafts, then one (a step may draft fewer than K: flint_engine_pick_k) */
+        for (int pass = 0; pass < 2; pass++) {
+            for (int r = 0; r < n; r++) {
+                e->row_pos[r] = r;
+                e->row_seq[r] = 0;
+                e->dreqs[r] = (flint_drafter_req){.anchor = (int32_t)((r * 7919) % e->V), .pos = 0, .seq = 0,
+                                                  .n_draft = pass ? 1 : e->dmax, .temperature = 0.0f, .greedy = 1,
+                                                  .seed = 0};
             }
-            flint_engine_dev_wait(e);
-            if (k) t[k - 1] = now_ms() - t0;
-            else if (now_ms() - t0 > 20.0) reps = 1; /* as for the verify cost */
+            flint_drafter_ctx_batch cb = {.n_rows = n, .pos = e->row_pos, .row_seq = e->row_seq, .n_seqs = 1,
+                                          .block_tables = tables};
+            flint_target_device_view v;
+            flint_target_get_device_view(e->tgt, &v);
+            if (e->dev_taps) cb.taps_device = v.taps; /* the last verify measurement's rows */
+            else cb.taps = e->taps;
+            flint_drafter_out out = {.tokens = e->drafts, .confidence = e->conf};
+            double t[3];
+            int reps = 3;
+            for (int k = 0; k <= reps; k++) {
+                double t0 = now_ms();
+                if (flint_drafter_encode(e->dft, &cb, err) ||
+                    flint_drafter_draft(e->dft, n, e->dreqs, tables, 1, &out, err)) {
+                    free(table);
+                    return -1;
+                }
+                flint_engine_dev_wait(e);
+                if (k) t[k - 1] = now_ms() - t0;
+                else if (now_ms() - t0 > 20.0) reps = 1; /* as for the verify cost */
+            }
+            qsort(t, (size_t)reps, sizeof(double), cmp_double);
+            ms[pass] = t[reps / 2];
         }
-        qsort(t, (size_t)reps, sizeof(double), cmp_double);
-        e->dyn_db[n_pts] = n, e->dyn_dt[n_pts] = t[reps / 2];
+        e->dyn_db[n_pts] = n, e->dyn_dt[n_pts] = ms[0], e->dyn_dt1[n_pts] = ms[1] < ms[0] ? ms[1] : ms[0];
         n_pts++;
     }
     free(table);
-    char msg[256];
+    char msg[384];
     int m = 0;
     for (int i = 0; i < n_pts; i++) {
         if (i && e->dyn_dt[i] < e->dyn_dt[i - 1]) e->dyn_dt[i] = e->dyn_dt[i - 1];
+        if (i && e->dyn_dt1[i] < e->dyn_dt1[i - 1]) e->dyn_dt1[i] = e->dyn_dt1[i - 1];
         if (m < (int)sizeof msg - 40)
-            m += snprintf(msg + m, sizeof msg - m, "%s%.0f: %.3f", i ? ", " : "", e->dyn_db[i], e->dyn_dt[i]);
+            m += snprintf(msg + m, sizeof msg - m, "%s%.0f: %.3f (%.3f)", i ? ", " : "", e->dyn_db[i], e->dyn_dt[i],
+                          e->dyn_dt1[i]);
     }
     e->dyn_dn = n_pts;
-    flint_log_info("engine: dynamic draft lengths: encode + draft ms by requests {%s}", msg);
+    flint_log_info("engine: dynamic draft lengths: encode + draft ms by requests at K (one draft) {%s}", msg);
     return 0;
 }
 
@@ -187,38 +198,71 @@ static double verify_ms(const flint_engine *e, double B) {
     return interp(e->dyn_b, e->dyn_t, e->dyn_n, B);
 }
 
-static double draft_ms(const flint_engine *e, double n) {
+/* D(n, k): measured at K and at one draft, linear in between (the Markov loop's steps); a given
+ * cost is the same for every k */
+static double draft_ms(const flint_engine *e, double n, int k) {
     if (!e->dyn_dn) return e->dyn_draft_ms;
-    return interp(e->dyn_db, e->dyn_dt, e->dyn_dn, n);
+    const double dk = interp(e->dyn_db, e->dyn_dt, e->dyn_dn, n);
+    if (e->K <= 1 || k >= e->K) return dk;
+    const double d1 = interp(e->dyn_db, e->dyn_dt1, e->dyn_dn, n);
+    return d1 + (dk - d1) * (double)(k - 1) / (double)(e->K - 1);
+}
+
+/* Per request, drafting k (after the confidence pruning, from the decayed per-position
+ * outcomes): tokens emitted E(k) = 1 + sum_{j<k} P(accepted >= j + 1) and rows verified
+ * r(k) = 1 + sum_{j<k} P(verified >= j + 1). Capping a draft at k leaves its first k positions'
+ * outcomes as they are, so the estimates of a K-draft serve every k <= K. */
+static void per_request(const flint_engine *e, int k, double *E, double *r) {
+    *E = 1.0, *r = 1.0;
+    for (int j = 0; j < k; j++)
+        if (e->dyn_pcnt[j] > 0) *E += e->dyn_pacc[j] / e->dyn_pcnt[j], *r += e->dyn_pdraft[j] / e->dyn_pcnt[j];
 }
 
 int flint_engine_pick_k(flint_engine *e, int n) {
     const int K = e->K;
     e->dyn_steps++;
+    e->dyn_probe = 0;
     int k_step = K;
     /* the modelled step times, scaled by what such steps really took (dyn_scale: encode, accept,
      * host work and launches are not in T and D) */
-    const double t_with = e->dyn_scale[1] * (verify_ms(e, n * (e->dyn_cnt > 0 ? e->dyn_rows / e->dyn_cnt : K + 1)) +
-                                             draft_ms(e, n));
     const double t_without = e->dyn_scale[0] * verify_ms(e, n);
+    double t_with = 0.0, best = 0.0;
+    int k_best = K;
+    for (int k = 1; k <= K; k++) { /* tokens per ms drafting k (ties: the longer draft) */
+        double E, r;
+        per_request(e, k, &E, &r);
+        if (e->dyn_cnt <= 0) r = k + 1;
+        const double t = e->dyn_scale[1] * (verify_ms(e, n * r) + draft_ms(e, n, k)), rate = n * E / t;
+        if (k == 1 || rate >= best) best = rate, k_best = k, t_with = t;
+    }
     /* K until ~24 requests or 8 drafting steps have been seen (24 decayed requests take ~33 steps
-     * at batch 1: half of the embedded pair's 60-step bench); then K when drafting pays, and while
-     * it does not, one drafting step every m steps keeps its yield measured, m chosen so that this
-     * costs at most ~2% of throughput. A drafting step takes t_with and yields what plain steps
+     * at batch 1: half of the embedded pair's 60-step bench); then the draft length k <= K with the
+     * most tokens per ms when that beats not drafting (session 19: the gate chose between 0 and K
+     * only, and the embedded pair's batch 1 is faster at K = 3 than at 0 or 7), else 0, and one
+     * probe every m steps keeps the estimates current: a step where FLINT_DYN_PROBE_REQS requests
+     * draft K (step.c). m is chosen so that a whole drafting step that often would cost at most
+     * ~2% of throughput (a probe costs less): such a step takes t_with and yields what plain steps
      * would in ratio * t_with, so each one loses (1 - ratio) t_with: over m steps of about
-     * t_without, (1 - ratio) (t_with / t_without) / m <= 0.02 (4 <= m <= 256). (Without the
-     * t_with / t_without factor the embedded pair explored 2-3 steps in 60 at batch 8-64, ~5%.) */
+     * t_without, (1 - ratio) (t_with / t_without) / m <= 0.02 (4 <= m <= 256). */
     if (n > 0 && K > 0 && (e->dyn_cnt >= 24.0 || e->dyn_obs_steps >= 8)) {
-        const double tokens = e->dyn_tok / e->dyn_cnt; /* per request */
-        const double with = n * tokens / t_with, without = n / t_without, ratio = with / without;
-        if (!(ratio > 1.0)) {
+        const double without = n / t_without, ratio = best / without;
+        if (ratio > 1.0) {
+            k_step = k_best;
+        } else {
             const double cost = t_without > 0 ? t_with / t_without : 1.0;
             int m = (int)((1.0 - ratio) * (cost > 1.0 ? cost : 1.0) / 0.02);
             m = m < 4 ? 4 : m > 256 ? 256 : m;
             if (e->dyn_steps - e->dyn_last_draft < m) k_step = 0;
+            else e->dyn_probe = 1; /* a probe: a few requests draft (step.c) */
         }
     }
     if (k_step > 0) e->dyn_last_draft = e->dyn_steps;
+    if (k_step > 0 && k_step != k_best) { /* K before the estimates, or a probe: its own model */
+        double E, r;
+        per_request(e, k_step, &E, &r);
+        if (e->dyn_cnt <= 0) r = k_step + 1;
+        t_with = e->dyn_scale[1] * (verify_ms(e, n * r) + draft_ms(e, n, k_step));
+    }
     e->dyn_pred_ms = k_step > 0 ? t_with / e->dyn_scale[1] : t_without / e->dyn_scale[0];
     e->dyn_k_hist[k_step]++;
     return k_step;
@@ -230,11 +274,15 @@ void flint_engine_observe_step_ms(flint_engine *e, int drafted, double ms) {
     *sc = 0.9 * *sc + 0.1 * (ms / e->dyn_pred_ms);
 }
 
-void flint_engine_observe_acceptance(flint_engine *e, int k, int acc) {
-    /* decayed sums: about the last 50 requests of drafting steps count */
+void flint_engine_observe_acceptance(flint_engine *e, int cap, int k, int acc) {
+    /* decayed sums: about the last 50 requests of drafting steps count, per position the last 50
+     * that could draft it */
     e->dyn_cnt = 0.98 * e->dyn_cnt + 1.0;
-    e->dyn_tok = 0.98 * e->dyn_tok + (double)(acc + 1);
-    e->dyn_rows = 0.98 * e->dyn_rows + (double)(k + 1);
+    for (int j = 0; j < cap && j < FLINT_MAX_DRAFT; j++) {
+        e->dyn_pcnt[j] = 0.98 * e->dyn_pcnt[j] + 1.0;
+        e->dyn_pdraft[j] = 0.98 * e->dyn_pdraft[j] + (k > j);
+        e->dyn_pacc[j] = 0.98 * e->dyn_pacc[j] + (acc > j);
+    }
 }
 
 static int cmp_cand(const void *a, const void *b) {

@@ -131,21 +131,28 @@ static int synthetic_accept(flint_engine *e, const session *s, int k, const int3
 }
 
 static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err) {
-    int n_d = 0, R = 0, k_step = e->K;
+    int n_d = 0, R = 0, k_step = e->K, n_run = 0;
     const double t_step = now_ms();
+    e->dyn_probe = 0;
     if (e->dft && e->o.dynamic_draft) { /* the step's draft length from the cost model (schedule.c) */
-        int n_run = 0;
         for (int i = 0; i < e->o.max_seqs; i++)
             n_run += e->ss[i].st == S_RUNNING && !e->ss[i].cancelled && !fresh[i] && !flint_engine_pinned(e, &e->ss[i]);
         if (n_run > 0) k_step = flint_engine_pick_k(e, n_run);
     }
+    /* a probe: the unpinned requests n (in step order) with (n + dyn_probe_next) % n_run below
+     * FLINT_DYN_PROBE_REQS draft (which ones depends on their places, never on their drafts) */
+    const int probe = e->dyn_probe && k_step > 0;
+    int n_unpinned = 0;
     for (int i = 0; i < e->o.max_seqs; i++) {
         session *s = &e->ss[i];
         s->k = 0;
         s->di = -1;
         if (s->st != S_RUNNING || s->cancelled || fresh[i]) continue;
         R++; /* the anchor's row */
-        s->k = draft_len(e, s, flint_engine_pinned(e, s) ? e->K : k_step);
+        const int pinned = flint_engine_pinned(e, s);
+        int k_s = pinned ? e->K : k_step;
+        if (probe && !pinned && (n_unpinned++ + e->dyn_probe_next) % n_run >= FLINT_DYN_PROBE_REQS) k_s = 0;
+        s->k = draft_len(e, s, k_s);
         if (s->k > 0) {
             s->di = n_d;
             e->dreqs[n_d] = (flint_drafter_req){.anchor = s->anchor, .pos = s->pos, .seq = i, .n_draft = s->k,
@@ -252,8 +259,9 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         int kept = flint_engine_emit(e, s, out, acc + 1, err);
         if (kept < 0) return -1;
         flint_engine_grammar_commit(e, s, out, kept);
-        if (e->o.dynamic_draft && k_step > 0 && s->p.speculative) /* every request of a drafting step */
-            flint_engine_observe_acceptance(e, k, acc);
+        /* every request of a drafting step; of a probe, the requests that drafted */
+        if (e->o.dynamic_draft && k_step > 0 && s->p.speculative && (!probe || k > 0))
+            flint_engine_observe_acceptance(e, s->di >= 0 ? e->dreqs[s->di].n_draft : 0, k, acc);
         if (k > 0) {
             int a = kept < acc ? kept : acc; /* drafts accepted up to a stop condition */
             flint_spec_stats st = {0};
@@ -286,6 +294,10 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         flint_engine_push_event(e, i);
     }
     if (e->dft && e->o.dynamic_draft && k_step > 0 && n_d > 0) e->dyn_obs_steps++;
+    if (probe) {
+        e->dyn_probe_next = (e->dyn_probe_next + FLINT_DYN_PROBE_REQS) % (n_run > 0 ? n_run : 1);
+        e->dyn_probe_steps++;
+    }
     if (e->dft && C > 0) {
         flint_drafter_ctx_batch cb = ctx_batch(e, C, e->tap_src);
         /* a step that drafted nothing lets the GPU drafter hold the rows (one gather now, their
@@ -298,8 +310,8 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     /* the step's wall time (its encode is still in flight: the next step's first wait pays it,
      * and steps of one kind follow each other, so the scale absorbs it) */
     /* measured models only (given ones stay as given); not a step the scheduler chose K = 0 for
-     * while pinned sessions drafted: its time is neither choice's */
-    if (e->dft && e->o.dynamic_draft && e->dyn_n && !e->o.profile && (k_step > 0 || n_d == 0))
+     * while pinned sessions drafted, nor a probe: their times are neither choice's */
+    if (e->dft && e->o.dynamic_draft && e->dyn_n && !e->o.profile && !probe && (k_step > 0 || n_d == 0))
         flint_engine_observe_step_ms(e, k_step > 0, now_ms() - t_step);
     return 0;
 }
