@@ -43,11 +43,11 @@
  * of up to U rows (a verify block of 8 when G <= 4) is one group, the first group of a run has
  * at most 2U - 1 < R_MAX rows, later ones U; a CTA finds the cuts with a look-back of U rows. In
  * block mode a group is a block's rows (cut every R_MAX rows). The grid is (KV head, window of 8
- * rows, split s): a CTA takes the groups whose first row lies in its window and, of each, the
- * chunks c = s, s + NS, ... (NS picked from the grid size for occupancy; it changes nothing in
- * the arithmetic). NS = 1 (enough CTAs without splitting: large-batch verify, long prefill) at
- * head_dim <= 128 takes the fused kernel. The grid depends on n_rows and max_ctx only:
- * CUDA-graph friendly.
+ * rows, split s + NS h): a CTA takes the groups whose first row lies in its window and, of each,
+ * the chunks c = s, s + NS, ... and the m tiles of share h of MS (NS and MS picked from the grid
+ * size for occupancy; they change nothing in the arithmetic). NS = 1 (enough CTAs without
+ * splitting: large-batch verify, long prefill) at head_dim <= 128 takes the fused kernel. The grid
+ * depends on n_rows, max_ctx and the rows-per-sequence hint only: CUDA-graph friendly.
  *
  * ==== Batch invariance: the order of every reduction ====
  * A row's output must not depend on the launch (rows, grid, which rows share its CTA). It holds
