@@ -40,6 +40,10 @@ static flint_engine *open_engine(const char *drafter, int K, int seqs) {
     o.model_dir = model;
     o.drafter_dir = drafter;
     o.num_speculative_tokens = K;
+    /* fixed K unless a test asks for dynamic lengths: the drafter has a confidence head, so the
+     * default would schedule with costs measured at open, which depend on the machine's load (a
+     * loaded CI runner once pruned every draft at K = 7: AL 0) */
+    o.dynamic_draft = 0;
     if (g_dynamic && drafter) {
         /* a fixed model (as a GPU's: flat for a few rows) so the schedule, and the test, repeat */
         o.dynamic_draft = 1;
