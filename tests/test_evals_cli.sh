@@ -165,6 +165,11 @@ run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-leng
 run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-lengths 3 --synthetic-per-position 0,0,0 \
   "${BE[@]}" --output "$tmp/b3.json" --quiet
 run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-lengths 1 "${BE[@]}" --output "$tmp/b4.json" --quiet
+# a given cost model where a draft pass costs 1000 s: once the gate has its estimates (8 drafting
+# steps, in the warm-up) the timed steps skip the drafter but for a probe at most
+run "$FLINT" bench "$M" --speculative-config "{\"model\": \"$tmp/d0\", \"dynamic_draft\": true, \"dynamic_cost\": {\"fixed_ms\": 1, \"draft_ms\": 1e6}}" \
+  --batch-sizes 2 --draft-lengths 4 --context 48 --warmup 12 --steps 16 "${E[@]}"
+grep -q -E "^ +2 +4 +K0: 1[56] .*\(probes [01]\)" "$tmp/out" && ok || bad "dynamic_cost: the dear drafter was not skipped"
 py "$tmp" <<'PY'
 import json, sys, xml.etree.ElementTree as ET
 d = sys.argv[1]
@@ -207,6 +212,10 @@ expect 1 "hidden_size 48" -- "$FLINT" ab "$M" --drafter-a "$tmp/d0" --drafter-b 
 expect 1 "hidden_size 48" -- "$FLINT" bench "$M" --speculative-config "{\"model\": \"$tmp/dbad\"}" --batch-sizes 1 --draft-lengths 1 "${E[@]}"
 expect 1 "not a JSON object" -- "$FLINT" eval "$M" --speculative-config '{"model": ' --dataset gsm8k "${X[@]}"
 expect 1 "unknown key" -- "$FLINT" eval "$M" --speculative-config "{\"model\": \"$tmp/d0\", \"k\": 3}" --dataset gsm8k "${X[@]}"
+expect 1 "dynamic_cost must be an object" -- "$FLINT" eval "$M" --speculative-config "{\"model\": \"$tmp/d0\", \"dynamic_cost\": 3}" --dataset gsm8k "${X[@]}"
+expect 1 "dynamic_cost.row_ms: must be a number" -- "$FLINT" eval "$M" --speculative-config "{\"model\": \"$tmp/d0\", \"dynamic_cost\": {\"row_ms\": -1}}" --dataset gsm8k "${X[@]}"
+expect 1 "dynamic_cost.fixed: unknown key" -- "$FLINT" eval "$M" --speculative-config "{\"model\": \"$tmp/d0\", \"dynamic_cost\": {\"fixed\": 1}}" --dataset gsm8k "${X[@]}"
+expect 1 "needs a verify cost" -- "$FLINT" eval "$M" --speculative-config "{\"model\": \"$tmp/d0\", \"dynamic_cost\": {\"draft_ms\": 5}}" --dataset gsm8k "${X[@]}"
 expect 1 "must not name a \"model\"" -- "$FLINT" ab "$M" --drafter-a "$tmp/d0" --drafter-b "$tmp/d1" --speculative-config "$SC0" --dataset gsm8k --output "$tmp/abx" "${X[@]}"
 expect 1 "config.json" -- "$FLINT" eval "$tmp/nomodel" --speculative-config "$SC0" --dataset gsm8k "${X[@]}"
 expect 1 "exceed the model's context" -- "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 1 --draft-lengths 1 --context 500 "${E[@]}"

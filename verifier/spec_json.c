@@ -74,6 +74,32 @@ int flint_spec_config_parse(const char *json, flint_engine_options *o, char **ow
                 goto done;
             }
             o->dynamic_draft = cJSON_IsTrue(it);
+        } else if (!strcmp(k, "dynamic_cost")) { /* flint: the scheduler's cost model, given (reproducible) */
+            double v[3] = {0, 0, 0};
+            static const char *const names[3] = {"fixed_ms", "row_ms", "draft_ms"};
+            const cJSON *c;
+            if (!cJSON_IsObject(it)) {
+                flint_err_set(err, FLINT_ERR_INVALID, "speculative config: dynamic_cost must be an object "
+                              "{\"fixed_ms\", \"row_ms\", \"draft_ms\"}");
+                goto done;
+            }
+            cJSON_ArrayForEach(c, it) {
+                int f = 0;
+                while (f < 3 && strcmp(c->string, names[f])) f++;
+                if (f == 3 || !cJSON_IsNumber(c) || !(c->valuedouble >= 0) || c->valuedouble > 1e9) {
+                    flint_err_set(err, FLINT_ERR_INVALID, "speculative config: dynamic_cost.%s: %s", c->string,
+                                  f == 3 ? "unknown key (fixed_ms, row_ms, draft_ms)"
+                                         : "must be a number of milliseconds in 0..1e9");
+                    goto done;
+                }
+                v[f] = c->valuedouble;
+            }
+            if (v[0] + v[1] == 0) {
+                flint_err_set(err, FLINT_ERR_INVALID, "speculative config: dynamic_cost needs a verify cost "
+                              "(fixed_ms or row_ms above 0)");
+                goto done;
+            }
+            o->dyn_fixed_ms = v[0], o->dyn_row_ms = v[1], o->dyn_draft_ms = v[2];
         } else {
             flint_err_set(err, FLINT_ERR_INVALID, "speculative config: unknown key \"%s\"", k);
             goto done;
