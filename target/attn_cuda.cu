@@ -214,10 +214,22 @@ static __device__ __forceinline__ void tc_load_tile(uint16_t *hi, uint16_t *lo, 
     }
 }
 
-/* The launch's share of a.l2_prefetch (cuda_common.cuh). At batch 1 the attention reads ~4 MB in
- * ~9 us, so the next GEMM's 32 MB of weights can come into L2 meanwhile (session 19). */
+/* The launch's share of a->l2_prefetch (16-byte aligned, a multiple of 16) pulled into L2: 4 KB
+ * pieces dealt round-robin over the CTAs and their threads, one bulk prefetch each (no registers,
+ * no shared memory, nothing waits for it; weights, which no kernel writes: no pdl_wait). At batch
+ * 1 the attention reads ~4 MB in ~9 us, so the next GEMM's 32 MB of weights arrive meanwhile
+ * (session 19). */
 static __device__ __forceinline__ void attn_l2_prefetch(const flint_cuda_attn *a) {
-    l2_prefetch_share(a->l2_prefetch, a->l2_prefetch_bytes);
+    if (!a->l2_prefetch || !a->l2_prefetch_bytes) return;
+    const size_t n_cta = (size_t)gridDim.x * gridDim.y * gridDim.z;
+    const size_t cta = blockIdx.x + (size_t)gridDim.x * (blockIdx.y + (size_t)gridDim.y * blockIdx.z);
+    const size_t piece = 4096, bytes = a->l2_prefetch_bytes, n = (bytes + piece - 1) / piece;
+    for (size_t i = cta + n_cta * threadIdx.x; i < n; i += n_cta * blockDim.x) {
+        const size_t off = i * piece, len = bytes - off < piece ? bytes - off : piece;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)a->l2_prefetch + off),
+                     "r"((unsigned)len)
+                     : "memory");
+    }
 }
 
 /* j / G for a slot j < 1024 and G <= 16 (gdiv = ceil(2^16 / G): exact in that range, checked

@@ -76,24 +76,6 @@ static __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-/* ==== L2 prefetch (flint_cuda_prefetch, sm_90) ====
- * The launch's share of bytes at p (16-byte aligned, a multiple of 16) pulled into L2: 4 KB pieces
- * dealt round-robin over the CTAs and their threads, one bulk prefetch each (no registers, no
- * shared memory; nothing waits for it). For weights, which no kernel writes: no pdl_wait needed. */
-static __device__ __forceinline__ void l2_prefetch_share(const void *p, size_t bytes) {
-    if (!p || !bytes) return;
-    const size_t n_cta = (size_t)gridDim.x * gridDim.y * gridDim.z;
-    const size_t cta = blockIdx.x + (size_t)gridDim.x * (blockIdx.y + (size_t)gridDim.y * blockIdx.z);
-    const size_t piece = 4096, n = (bytes + piece - 1) / piece;
-    const size_t nt = (size_t)blockDim.x * blockDim.y * blockDim.z;
-    const size_t tid = threadIdx.x + (size_t)blockDim.x * (threadIdx.y + (size_t)blockDim.y * threadIdx.z);
-    for (size_t i = cta + n_cta * tid; i < n; i += n_cta * nt) {
-        const size_t off = i * piece, len = bytes - off < piece ? bytes - off : piece;
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)p + off), "r"((unsigned)len)
-                     : "memory");
-    }
-}
-
 /* ==== Programmatic dependent launch (sm_90) ====
  * A register-path GEMM (gemm_cuda.cu) is launched with the programmatic-serialization attribute:
  * it starts while the kernel before it still runs, requests its first weights (which nothing
@@ -110,10 +92,11 @@ static __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcon
  * within +-1% (batch 1 x q 1 4.63 -> 4.54 ms). Session 15 measured the same 2-5% slower at 8-64
  * rows when the GEMMs triggered their successors early; they do not (gemm_cuda.cu). The
  * contract for every kernel so launched: pdl_wait() before its first access to memory that a
- * kernel before it writes, and before its first write; it may pdl_trigger() at once (its successor is then scheduled early
- * and waits in turn). Since a kernel can only finish after its own wait returned, a wait covers
- * every kernel before it, not only the last. The arguments go through cudaLaunchKernelEx's
- * template, which converts them to the kernel's parameter types as <<<...>>> does. */
+ * kernel before it writes, and before its first write; it may pdl_trigger() at once (its
+ * successor is then scheduled early and waits in turn). Since a kernel can only finish after its
+ * own wait returned, a wait covers every kernel before it, not only the last. The arguments go
+ * through cudaLaunchKernelEx's template, which converts them to the kernel's parameter types as
+ * <<<...>>> does. */
 static inline cudaLaunchConfig_t flint_launch_config(dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                                                      cudaLaunchAttribute *attr) {
     cudaLaunchConfig_t c;
@@ -131,11 +114,12 @@ static inline cudaLaunchConfig_t flint_launch_config(dim3 grid, dim3 block, size
     }
     return c;
 }
-#define FLINT_LAUNCH(kernel, grid, block, smem, stream, ...)                                                      \
-    do {                                                                                                          \
-        cudaLaunchAttribute fl_attr_;                                                                             \
-        const cudaLaunchConfig_t fl_cfg_ = flint_launch_config(grid, block, smem, (cudaStream_t)(stream), &fl_attr_); \
-        CUDA_CHECK(cudaLaunchKernelEx(&fl_cfg_, kernel, __VA_ARGS__));                                            \
+#define FLINT_LAUNCH(kernel, grid, block, smem, stream, ...)                                                  \
+    do {                                                                                                      \
+        cudaLaunchAttribute fl_attr_;                                                                         \
+        const cudaLaunchConfig_t fl_cfg_ =                                                                    \
+            flint_launch_config(grid, block, smem, (cudaStream_t)(stream), &fl_attr_);                        \
+        CUDA_CHECK(cudaLaunchKernelEx(&fl_cfg_, kernel, __VA_ARGS__));                                        \
     } while (0)
 
 

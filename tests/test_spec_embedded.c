@@ -45,7 +45,6 @@
 #define TGT FLINT_SOURCE_DIR "/models/flint-tiny"
 #define DSP FLINT_SOURCE_DIR "/models/flint-tiny-dspark"
 #define FIXTURE FLINT_SOURCE_DIR "/tests/fixtures/specloop/gsm8k_k7_t0.json"
-#define FLINT_DYN_PROBE_REQS_TEST 4 /* verifier/engine_internal.h's FLINT_DYN_PROBE_REQS */
 #define ENDOFTEXT 8188 /* <|endoftext|>: the reference loop stops at it as well as at <|im_end|> */
 
 /* dynamic_draft of the engines open_engine opens: 0 (fixed K) unless a test says otherwise; the
@@ -339,8 +338,8 @@ static void test_probe(void) {
            (long long)hist[7], (long long)hist[0], (long long)drafted);
     CHECKF(probes > 0 && hist[0] > probes, "no probe among mostly K = 0 steps: the cost model did not make "
                                            "drafting dear, or the gate never explored");
-    CHECKF(drafted <= NPROBE * (hist[7] - probes) + FLINT_DYN_PROBE_REQS_TEST * probes,
-           "more than %d requests drafted in a probe", FLINT_DYN_PROBE_REQS_TEST);
+    CHECKF(drafted <= NPROBE * (hist[7] - probes) + FLINT_DYN_PROBE_REQS * probes,
+           "more than %d requests drafted in a probe", FLINT_DYN_PROBE_REQS);
     for (int i = 0; i < NPROBE; i++) free(q[i]), free(pid[i]);
 }
 

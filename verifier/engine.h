@@ -204,8 +204,9 @@ void flint_engine_set_profile(flint_engine *e, int on);
 
 /* dynamic_draft: speculative steps so far by the step-level draft length chosen (hist[0..K]). */
 void flint_engine_step_k_hist(const flint_engine *e, int64_t hist[FLINT_MAX_DRAFT + 1]);
-/* dynamic_draft: the drafting steps among them that were probes (only a few requests drafted, to
- * keep the acceptance estimates current while drafting does not pay). */
+/* dynamic_draft: the drafting steps among them that were probes (FLINT_DYN_PROBE_REQS unpinned
+ * requests drafted, in turn, to keep the acceptance estimates current while drafting does not pay). */
+#define FLINT_DYN_PROBE_REQS 4
 int64_t flint_engine_probe_steps(const flint_engine *e);
 
 /* Pooled statistics over every step so far. */

@@ -3,9 +3,6 @@
 #ifndef FLINT_VERIFIER_ENGINE_INTERNAL_H
 #define FLINT_VERIFIER_ENGINE_INTERNAL_H
 
-/* Requests that draft in a dynamic-length probe step (schedule.c, flint_engine_pick_k). */
-#define FLINT_DYN_PROBE_REQS 4
-
 typedef struct flint_prefix_cache flint_prefix_cache;
 typedef struct flint_engine_tp flint_engine_tp;
 typedef struct flint_engine_dev flint_engine_dev;
