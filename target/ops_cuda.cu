@@ -196,6 +196,26 @@ void flint_cuda_rmsnorm(uint16_t *out, int ldo, const float *x, int ldx, const i
 }
 
 #define HEAD_WARPS 4
+#define ROPE_MAXQ 4 /* RoPE pairs a lane keeps in registers: head_dim <= 256 */
+
+/* One RoPE pair (i, i + half) of a head: normed (when it has weights wl, wh) then rotated, as
+ * flint_ops_rmsnorm + flint_ops_rope; written back, and to the cache row dst when there is one. */
+static __device__ __forceinline__ void rope_pair(float *xh, uint16_t *dst, int i, int half, float inv, int has_w,
+                                                 float wl, float wh, float c, float s) {
+    float a = xh[i], b = xh[i + half];
+    if (has_w) {
+        a = __fmul_rn(__fmul_rn(a, inv), wl);
+        b = __fmul_rn(__fmul_rn(b, inv), wh);
+    }
+    const float ya = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+    const float yb = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+    xh[i] = ya;
+    xh[i + half] = yb;
+    if (dst) {
+        dst[i] = f2bf(ya);
+        dst[i + half] = f2bf(yb);
+    }
+}
 
 /* One warp per (row, head). The norm's sum of squares is a butterfly over lanes; the RoPE pair
  * (i, i + half) is owned by one lane, which reads both values after the __syncwarp that ends
@@ -220,6 +240,22 @@ qk_norm_rope_kernel(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a,
         const size_t slot = ((size_t)blk * kv.block_size + p % kv.block_size) * kv.n_kv_heads;
         dst = is_v ? kv.v_cache + (slot + (size_t)(h - nh)) * hd : kv.k_cache + (slot + (size_t)(h - kv.k_head0)) * hd;
     }
+    /* this lane's cos / sin (and norm weights) of pairs i = lane + 32 q: tables and weights that
+     * nothing writes, loaded before the wait (at head_dim <= 256, all of them) */
+    const int half_ok = half <= 32 * ROPE_MAXQ;
+    const float *cs = cos_t + (size_t)p * half, *sn = sin_t + (size_t)p * half;
+    const uint16_t *w = h < n_a ? w_a : w_b;
+    float c_[ROPE_MAXQ], s_[ROPE_MAXQ], wl_[ROPE_MAXQ], wh_[ROPE_MAXQ];
+    if (half_ok && h < nh) {
+#pragma unroll
+        for (int q = 0; q < ROPE_MAXQ; q++) {
+            const int i = lane + 32 * q;
+            c_[q] = i < half ? cs[i] : 0.0f;
+            s_[q] = i < half ? sn[i] : 0.0f;
+            wl_[q] = i < half && w ? bf2f(w[i]) : 0.0f;
+            wh_[q] = i < half && w ? bf2f(w[i + half]) : 0.0f;
+        }
+    }
     /* FLINT_LAUNCH: the rows come from the GEMM before; the position and the block table (uploaded
      * before a forward's first kernel) were read while it ran */
     pdl_wait();
@@ -229,7 +265,6 @@ qk_norm_rope_kernel(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a,
         return;
     }
     float *xh = x + (size_t)r * ldx + (size_t)h * hd;
-    const uint16_t *w = h < n_a ? w_a : w_b;
     float inv = 1.0f;
     if (w) {
         float ss = 0.0f;
@@ -238,21 +273,17 @@ qk_norm_rope_kernel(float *x, int ldx, int n_rows, int n_a, const uint16_t *w_a,
         inv = 1.0f / sqrtf(ss / (float)hd + eps);
     }
     __syncwarp();
-    const float *cs = cos_t + (size_t)p * half, *sn = sin_t + (size_t)p * half;
-    for (int i = lane; i < half; i += 32) {
-        float a = xh[i], b = xh[i + half];
-        if (w) {
-            a = __fmul_rn(__fmul_rn(a, inv), bf2f(w[i]));
-            b = __fmul_rn(__fmul_rn(b, inv), bf2f(w[i + half]));
+    if (half_ok) {
+#pragma unroll
+        for (int q = 0; q < ROPE_MAXQ; q++) {
+            const int i = lane + 32 * q;
+            if (i >= half) break;
+            rope_pair(xh, dst, i, half, inv, w != NULL, wl_[q], wh_[q], c_[q], s_[q]);
         }
-        const float ya = __fsub_rn(__fmul_rn(a, cs[i]), __fmul_rn(b, sn[i]));
-        const float yb = __fadd_rn(__fmul_rn(b, cs[i]), __fmul_rn(a, sn[i]));
-        xh[i] = ya;
-        xh[i + half] = yb;
-        if (dst) {
-            dst[i] = f2bf(ya);
-            dst[i + half] = f2bf(yb);
-        }
+    } else {
+        for (int i = lane; i < half; i += 32)
+            rope_pair(xh, dst, i, half, inv, w != NULL, w ? bf2f(w[i]) : 0.0f, w ? bf2f(w[i + half]) : 0.0f, cs[i],
+                      sn[i]);
     }
 }
 

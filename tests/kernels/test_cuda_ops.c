@@ -1123,6 +1123,7 @@ int main(int argc, char **argv) {
     test_qk_norm_rope("tiny", 23, 8, 4, 8, 1, 4 * 8);
     test_qk_norm_rope("drafter k", 16, 0, 8, 128, 1, 8 * 128);
     test_qk_norm_rope("hd256", 3, 4, 2, 256, 1, 0);
+    test_qk_norm_rope("hd320", 3, 2, 1, 320, 1, 0); /* past the kernel's registers for cos/sin: the loop path */
 
     test_kv_store(2, 64);
     test_kv_store(3, 6);
