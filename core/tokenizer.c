@@ -588,7 +588,7 @@ flint_tokenizer *flint_tokenizer_open(const char *path, flint_err *err) {
         goto fail;
     const cJSON *dec = get(j, "decoder");
     t->has_decoder = dec && !cJSON_IsNull(dec);
-    if (add_dec(t, dec, err)) goto fail;
+    if (add_dec(t, dec, err) || flint_tok_bytelevel_table(t, err)) goto fail;
     for (int s = 0; s < t->n_post; s++) {
         if (t->bos_id < 0 && t->post[s].n_pre) t->bos_id = t->post[s].pre[0];
         if (t->eos_id < 0 && t->post[s].n_post) t->eos_id = t->post[s].post[t->post[s].n_post - 1];
@@ -626,6 +626,9 @@ void flint_tokenizer_close(flint_tokenizer *t) {
     free(t->post);
     for (int i = 0; i < t->n_dec; i++) flint_tok_pattern_free(&t->dec[i].pat), free(t->dec[i].content);
     free(t->dec);
+    free(t->bl_pool);
+    free(t->bl_off);
+    free(t->bl_len);
     free(t->chat_template);
     free(t->path);
     free(t);

@@ -380,11 +380,75 @@ static int drain(flint_detok *s, char *out, size_t cap) {
     return (int)n;
 }
 
+/* The id's bytes as process_whole's ByteLevel case makes them: every character through the byte
+ * table, or the raw bytes when one is not in it. */
+int flint_tok_bytelevel_table(flint_tokenizer *t, flint_err *err) {
+    if (t->n_dec != 1 || t->dec[0].kind != FT_DEC_BYTELEVEL) return 0;
+    size_t total = 0;
+    for (int id = 0; id < t->n_ids; id++)
+        if (t->id_len[id] != UINT32_MAX) total += t->id_len[id]; /* a character maps to at most itself */
+    t->bl_pool = malloc(total + 1);
+    t->bl_off = malloc(sizeof(uint32_t) * (size_t)t->n_ids);
+    t->bl_len = malloc(sizeof(uint32_t) * (size_t)t->n_ids);
+    if (!t->bl_pool || !t->bl_off || !t->bl_len || total > UINT32_MAX)
+        return flint_err_set(err, FLINT_ERR_NOMEM, "tokenizer: out of memory");
+    size_t at = 0;
+    for (int id = 0; id < t->n_ids; id++) {
+        t->bl_off[id] = (uint32_t)at;
+        t->bl_len[id] = t->id_len[id];
+        if (t->id_len[id] == UINT32_MAX) continue;
+        const char *s = t->pool + t->id_off[id];
+        const size_t n = t->id_len[id], mark = at;
+        for (size_t i = 0; i < n;) {
+            uint32_t cp;
+            int l = flint_tok_utf8_len((const unsigned char *)s + i, n - i, &cp);
+            int b = l ? flint_tok_char_byte(cp) : -1;
+            if (b < 0) {
+                memcpy(t->bl_pool + mark, s, n);
+                at = mark + n;
+                break;
+            }
+            t->bl_pool[at++] = (char)b;
+            i += (size_t)l;
+        }
+        t->bl_len[id] = (uint32_t)(at - mark);
+    }
+    return 0;
+}
+
+/* push_id and bytelevel_emit for a ByteLevel-only chain (the engine decodes every emitted token
+ * this way: the general path allocated per token, ~1700 instructions; session 20): the id's
+ * bytes join what ByteLevel holds, and its whole characters go out, through the lossy UTF-8
+ * conversion only when they are not valid UTF-8. */
+static int push_bytelevel(flint_detok *d, int32_t id, flint_err *err) {
+    const flint_tokenizer *t = d->tok;
+    if (id < 0 || id >= t->n_ids || t->bl_len[id] == UINT32_MAX) return 0;
+    if (d->skip_special && t->id_special[id]) return 0;
+    stage_state *ss = &d->step[0];
+    if (db_put(&ss->hold, t->bl_pool + t->bl_off[id], t->bl_len[id], err)) return -1;
+    const unsigned char *h = (const unsigned char *)db_data(&ss->hold);
+    const size_t ready = ss->hold.n - flint_tok_utf8_incomplete_tail(h, ss->hold.n);
+    if (ready == 0) return 0;
+    int rc;
+    if (flint_tok_utf8_check(h, ready) == ready) {
+        rc = db_put(&d->out, h, ready, err);
+    } else {
+        flint_tok_buf txt = {0};
+        rc = flint_tok_utf8_lossy(&txt, h, ready, err);
+        if (!rc) rc = db_put(&d->out, txt.p ? txt.p : "", txt.n, err);
+        flint_tok_buf_free(&txt);
+    }
+    ss->emitted = 1;
+    db_consume(&ss->hold, ready);
+    return rc;
+}
+
 int flint_detok_push(flint_detok *d, int32_t id, char *out, size_t cap, flint_err *err) {
     if (!out || cap < 8) return flint_err_set(err, FLINT_ERR_INVALID, "detok: output buffer of %zu bytes is too small", cap);
     out[0] = 0;
     d->n_tokens++;
-    if (push_id(d->tok, d, id, d->skip_special, err)) return -1;
+    if (d->tok->bl_len && !d->step[0].assembling ? push_bytelevel(d, id, err) : push_id(d->tok, d, id, d->skip_special, err))
+        return -1;
     return drain(d, out, cap);
 }
 

@@ -212,6 +212,11 @@ struct flint_tokenizer {
     flint_tok_dec *dec;
     int n_dec;
     int has_decoder; /* null decoder: tokens joined with " " */
+    /* when the decoder is ByteLevel alone (Qwen3, GPT-2): each id's bytes through it, so the
+     * streaming decode of a token is a copy (flint_tok_bytelevel_table; bl_len UINT32_MAX for ids
+     * nobody owns; NULL otherwise) */
+    char *bl_pool;
+    uint32_t *bl_off, *bl_len;
 
     int32_t bos_id, eos_id;
     char *chat_template;
@@ -223,6 +228,10 @@ struct flint_tokenizer {
 /* tokenizer_bpe.c: append the ids of one pre-token (already normalized, pre-tokenized). */
 int flint_tok_bpe_word(const flint_tokenizer *t, const char *w, size_t n, int32_t **ids, int *n_ids, int *cap,
                        flint_err *err);
+
+/* tokenizer_decode.c: the ByteLevel-only decoder's per-id bytes (bl_pool, bl_off, bl_len), built at
+ * load when the decoder chain is ByteLevel alone; a no-op otherwise. */
+int flint_tok_bytelevel_table(flint_tokenizer *t, flint_err *err);
 
 /* tokenizer_encode.c: normalize a whole string with the tokenizer's normalizer (used at load for
  * normalized added tokens). */
