@@ -1110,7 +1110,10 @@ void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, con
      * streaming 384 KB, need more bytes in flight per warp: 8 k32 blocks a step (lab, M = 1 and 8:
      * 28.2-28.5 -> 27.0-27.3 us; at K = 4096 it loses) */
     if (M <= 8 && K >= 8192) v = TC_M1_U8;
-    if (g_wgmma && FLINT_TCW_BUILT && M > 32 && !(M > 64 && M <= 128 && N <= 4096 && K <= 4096))
+    /* not at K < 1024: the warpgroup path permutes the rows first (one launch and a pass over them
+     * per GEMM), which the embedded pair's narrow layers (K 256 and 768) do not win back: its
+     * forward at 64 rows 0.477 -> 0.459 ms, 512 rows 1.64 -> 1.54 with the block tiles (session 20) */
+    if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024 && !(M > 64 && M <= 128 && N <= 4096 && K <= 4096))
         v = M <= 64 ? TCW_64 : TCW_128;
     gemm_tc_launch(&tc_variants[v], y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
 }
