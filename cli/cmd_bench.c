@@ -34,6 +34,8 @@ static void usage(FILE *f) {
             "  --synthetic-per-position R1,R2,...  force these conditional per-position rates\n"
             "  --context N                 prompt tokens per session (default 128)\n"
             "  --warmup N, --steps N       untimed and timed steps (defaults 3 and 10)\n"
+            "  --rounds N                  run the sweep N times, every other one in reverse order, pooling each\n"
+            "                              point's steps (A/B of engines against the machine's drift; default 1)\n"
             "  --temperature T, --top-p P, --top-k K, --min-p P, --seed S   sampling (default greedy)\n"
             "  --dataset D                 prompt text source (default sharegpt); --data-dir DIR\n"
             "  --output FILE               write FILE (JSON) and FILE's .svg sibling\n"

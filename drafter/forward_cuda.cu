@@ -63,6 +63,7 @@
 #include <time.h>
 
 #include "core/arena.h"
+#include "core/clock.h"
 #include "target/cuda_common.cuh"
 #include "core/log.h"
 #include "drafter/drafter_internal.h"
@@ -304,7 +305,7 @@ typedef struct dgraph_entry {
 
 typedef struct dgraph_pool {
     dgraph_entry e[DGRAPH_POOL];
-    int n;
+    int n, last; /* last: the last entry found (< n, or 0) */
 } dgraph_pool;
 
 struct flint_drafter_cuda {
@@ -352,7 +353,9 @@ struct flint_drafter_cuda {
     cudaEvent_t held_up;        /* the last upload of h_held_src has left it (target's stream) */
     int32_t *h_toks;            /* pinned [max_draft][max_reqs] */
     float *h_conf;              /* pinned [max_reqs][max_draft] */
-    int32_t *h_seq_map;         /* [max_tables] caller sequence of each renumbered one */
+    int32_t *h_seq_map;         /* [max_tables] caller sequence of each renumbered one, */
+    int32_t *h_need;            /* its table entries staged so far, */
+    int stage_prev, stage_k;    /* and the last one staged: the call's first stage_table resets them */
     /* Held encode rows (flint_drafter_ctx_batch.defer): their taps gathered into taps_b[0, n_held)
      * on the target's stream, their K/V computed by the next flush (hold_encode, flush_held) */
     int n_held;
@@ -577,6 +580,7 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
     g->held_pos = (int32_t *)flint_xmalloc(sizeof(int32_t) * C);
     g->held_seq = (int32_t *)flint_xmalloc(sizeof(int32_t) * C);
     g->h_seq_map = (int32_t *)flint_xmalloc(sizeof(int32_t) * (size_t)g->max_tables);
+    g->h_need = (int32_t *)flint_xmalloc(sizeof(int32_t) * (size_t)g->max_tables);
     CUDA_OK(cudaEventCreateWithFlags(&g->staged, cudaEventDisableTiming), "event");
     int prio_low = 0, prio_high = 0;
     CUDA_OK(cudaDeviceGetStreamPriorityRange(&prio_low, &prio_high), "stream priorities");
@@ -646,6 +650,7 @@ void flint_drafter_cuda_free(flint_drafter *d) {
     }
     free(g->layers);
     free(g->h_seq_map);
+    free(g->h_need);
     free(g->held_pos);
     free(g->held_seq);
     free(g);
@@ -766,11 +771,21 @@ static void markov_device(flint_drafter *d, int n_reqs, int n_steps, const int32
 /* Sequence s's table into the staging block under a number given in order of first use, so only
  * the tables of this call travel; blocks [0, need) are copied (the rest are never read). */
 static int stage_table(struct flint_drafter_cuda *g, int *n_used, int32_t seq, const int32_t *bt, int need) {
-    int k;
-    for (k = 0; k < *n_used && g->h_seq_map[k] != seq; k++) {}
-    if (k == *n_used) g->h_seq_map[(*n_used)++] = seq;
+    /* host time between launches is GPU idle time: a sequence's rows are adjacent (one search per
+     * sequence), and each table entry is copied once (as the target's forward) */
+    if (*n_used == 0) g->stage_prev = -1;
+    int k = g->stage_k;
+    if (seq != g->stage_prev) {
+        for (k = 0; k < *n_used && g->h_seq_map[k] != seq; k++) {}
+        if (k == *n_used) g->h_seq_map[(*n_used)++] = seq, g->h_need[k] = 0;
+        g->stage_prev = seq, g->stage_k = k;
+    }
     FLINT_ASSERT(*n_used <= g->max_tables && need <= g->bt_stride);
-    if (need > 0) memcpy(HP(g, tables, int32_t) + (size_t)k * g->bt_stride, bt, sizeof(int32_t) * (size_t)need);
+    if (need > g->h_need[k]) {
+        memcpy(HP(g, tables, int32_t) + (size_t)k * g->bt_stride + g->h_need[k], bt + g->h_need[k],
+               sizeof(int32_t) * (size_t)(need - g->h_need[k]));
+        g->h_need[k] = need;
+    }
     return k;
 }
 
@@ -816,12 +831,15 @@ typedef void (*launch_fn)(flint_drafter *d, const dgraph_key *k);
 static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, launch_fn launch, cudaStream_t cs,
                       cudaGraphExec_t *out, flint_err *err) {
     struct flint_drafter_cuda *g = d->cuda;
-    for (int i = 0; i < p->n; i++)
+    for (int j = 0; j < p->n; j++) { /* calls of one shape follow each other: the last graph first */
+        const int i = j == 0 ? p->last : j == p->last ? 0 : j;
         if (!memcmp(&p->e[i].key, k, sizeof *k)) {
+            p->last = i;
             p->e[i].used = ++g->tick;
             *out = p->e[i].exec;
             return 0;
         }
+    }
     int slot = p->n;
     if (slot == DGRAPH_POOL) {
         slot = 0;
@@ -955,7 +973,11 @@ int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b
     CUDA_OK(cudaStreamWaitEvent(g->stream, g->gathered, 0), "target stream wait");
     if (encode_rows(d, &k, graphed, err)) return -1;
     if (b->taps_device) CUDA_OK(cudaGetLastError(), "encode");
-    else CUDA_OK(cudaStreamSynchronize(g->es), "encode"); /* the caller may reuse its taps */
+    else { /* the caller may reuse its taps */
+        const double t_wait = flint_clock_ms();
+        CUDA_OK(cudaStreamSynchronize(g->es), "encode");
+        flint_clock_waited_since(t_wait);
+    }
     return 0;
 }
 
@@ -1133,7 +1155,9 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
         return -1;
     if (out->q && download_rows(out->q, (size_t)K * V, g->q, (size_t)K * V, V, n_reqs, reqs, greedy, g->stream, err))
         return -1;
+    const double t_wait = flint_clock_ms();
     CUDA_OK(cudaStreamSynchronize(g->stream), "draft");
+    flint_clock_waited_since(t_wait);
     for (int i = 0; i < n_reqs; i++)
         for (int k = 0; k < reqs[i].n_draft; k++) {
             out->tokens[(size_t)i * K + k] = g->h_toks[(size_t)k * np + i];

@@ -9,7 +9,13 @@
  * Synthetic acceptance (engine option `synthetic`): a mean AL is turned into one conditional rate
  * r per K with 1 + r + ... + r^K = AL, or the per-position conditional rates are given; the
  * engine still drafts and verifies (the work per step is real), only the accept decision is
- * forced. An engine is opened per K because the rates depend on K. */
+ * forced. An engine is opened per K because the rates depend on K.
+ *
+ * --rounds N repeats the sweep (every other round in reverse order) and pools each point's timed
+ * steps: the machine's clocks drift by a few percent over a run (session 20: the same engine 3%
+ * apart in two runs), which single-pass comparisons of engines opened one after the other take
+ * for a difference between them. Dynamic draft lengths mix cheap and costly steps, so their
+ * throughput is over the mean step, and their speed-up is against K = 0's mean step too. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +38,12 @@ typedef struct row {
     flint_step_profile prof; /* --profile: the profiled pass, sums over its steps */
     int64_t khist[FLINT_MAX_DRAFT + 1]; /* dynamic draft lengths: timed steps by the step-level K chosen */
     int64_t probes;                     /* of which probes (a few requests drafted) */
+    int dynamic;
+    double *ms;          /* the timed steps of every round, n_ms of them */
+    int n_ms;
+    long tokens;         /* emitted in them */
+    int64_t al_steps, al_accepted; /* sessions' speculative steps and accepted drafts in them */
+    flint_host_time host;          /* the engine's host time in them (flint_engine_host_time) */
 } row;
 
 /* A pool of real prompt tokens from the dataset's first turns (no chat template: the benchmark
@@ -77,9 +89,9 @@ static int bench_max_tokens(const flint_bench_options *o, int b, int K) {
     return 2 + (prefill_steps + o->warmup + o->steps * (o->profile ? 2 : 1) + 2) * (K + 1);
 }
 
-/* Time one (b, K) point on an open engine. */
-static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, int dynamic, const int32_t *pool,
-                   int n_pool, row *r, flint_err *err) {
+/* Time one (b, K) point on an open engine: one round's steps, added to the row's. */
+static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, const int32_t *pool, int n_pool,
+                   row *r, flint_err *err) {
     int max_tokens = bench_max_tokens(o, b, K);
     int max_len = flint_engine_max_model_len(e);
     if ((long)o->context + max_tokens > max_len)
@@ -90,7 +102,7 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
     int *sids = flint_xmalloc(sizeof(int) * (size_t)b);
     for (int j = 0; j < b; j++) sids[j] = -1;
     int rc = -1;
-    double *ms = flint_xmalloc(sizeof(double) * (size_t)o->steps);
+    double *ms = r->ms + r->n_ms;
     flint_spec_stats *before = flint_xcalloc((size_t)b, sizeof *before);
     flint_spec_stats *after = flint_xcalloc((size_t)b, sizeof *after);
     int *emitted = flint_xcalloc((size_t)b, sizeof(int));
@@ -132,6 +144,8 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
     int64_t kh0[FLINT_MAX_DRAFT + 1], kh1[FLINT_MAX_DRAFT + 1];
     flint_engine_step_k_hist(e, kh0);
     const int64_t pr0 = flint_engine_probe_steps(e);
+    flint_host_time h0, h1;
+    flint_engine_host_time(e, &h0);
     for (int s = 0; s < o->steps; s++) {
         double t0 = flint_evals_now_ms();
         if (flint_engine_step(e, &ev, &n_ev, err)) goto done;
@@ -149,33 +163,39 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
                 if (ev[k].sid == sids[j]) after[j] = *ev[k].stats;
         }
     }
+    flint_engine_host_time(e, &h1);
+    if (r->dynamic && !o->quiet) {
+        char why[1024];
+        flint_engine_dyn_describe(e, b, why, sizeof why);
+        printf("dynamic b = %d after its timed steps: %s\n", b, why);
+    }
+    r->host.steps += h1.steps - h0.steps;
+    r->host.wall_ms += h1.wall_ms - h0.wall_ms;
+    r->host.host_ms += h1.host_ms - h0.host_ms;
+    r->host.draft_ms += h1.draft_ms - h0.draft_ms;
+    r->host.forward_ms += h1.forward_ms - h0.forward_ms;
+    r->host.accept_ms += h1.accept_ms - h0.accept_ms;
+    r->host.encode_ms += h1.encode_ms - h0.encode_ms;
     flint_engine_step_k_hist(e, kh1);
-    for (int k = 0; k <= FLINT_MAX_DRAFT; k++) r->khist[k] = kh1[k] - kh0[k];
-    r->probes = flint_engine_probe_steps(e) - pr0;
+    for (int k = 0; k <= FLINT_MAX_DRAFT; k++) r->khist[k] += kh1[k] - kh0[k];
+    r->probes += flint_engine_probe_steps(e) - pr0;
     if (o->profile) { /* a second window, waiting for the GPU after every phase */
         flint_engine_set_profile(e, 1);
         for (int s = 0; s < o->steps; s++)
             if (flint_engine_step(e, &ev, &n_ev, err)) goto done;
-        flint_engine_step_profile(e, &r->prof);
+        flint_step_profile p;
+        flint_engine_step_profile(e, &p);
         flint_engine_set_profile(e, 0);
+        r->prof.steps += p.steps;
+        r->prof.prefill_ms += p.prefill_ms, r->prof.draft_ms += p.draft_ms, r->prof.verify_ms += p.verify_ms;
+        r->prof.accept_ms += p.accept_ms, r->prof.encode_ms += p.encode_ms, r->prof.host_ms += p.host_ms;
     }
-    flint_spec_stats d = {0};
     for (int j = 0; j < b; j++) {
-        d.steps += after[j].steps - before[j].steps;
-        d.accepted += after[j].accepted - before[j].accepted;
+        r->al_steps += after[j].steps - before[j].steps;
+        r->al_accepted += after[j].accepted - before[j].accepted;
     }
-    r->b = b;
-    r->k = K;
-    r->measured_al = K == 0 ? 1.0 : d.steps ? 1.0 + (double)d.accepted / (double)d.steps : NAN;
-    r->median_ms = flint_stats_median(ms, o->steps);
-    r->mean_ms = flint_stats_mean(ms, o->steps);
-    r->p90_ms = flint_stats_quantile(ms, o->steps, 0.9, 0);
-    r->tokens_per_step = (double)tokens / o->steps;
-    /* dynamic draft lengths mix cheap and costly steps: their median is no step's cost, so the
-     * throughput is tokens over the total time (the mean) there */
-    const double step_ms = dynamic ? r->mean_ms : r->median_ms;
-    r->tps_total = step_ms > 0 ? r->tokens_per_step / (step_ms / 1e3) : 0;
-    r->tps_user = r->tps_total / b;
+    r->n_ms += o->steps;
+    r->tokens += tokens;
     rc = 0;
 done:
     for (int j = 0; j < b; j++)
@@ -186,7 +206,6 @@ done:
     }
     free(prompt);
     free(sids);
-    free(ms);
     free(before);
     free(after);
     free(emitted);
@@ -214,7 +233,16 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
     if (flint_evals_engine_options(&base, o->model_dir, o->spec_config, o->default_drafter, NULL, &owned, err))
         goto done;
     const int synthetic = o->synthetic_al > 0 || o->n_synthetic_rates > 0;
-    for (int ki = 0; ki < nk; ki++) {
+    const int rounds = o->rounds > 0 ? o->rounds : 1;
+    for (int i = 0; i < nk * o->n_batch; i++) {
+        rows[i].ms = flint_xmalloc(sizeof(double) * (size_t)o->steps * rounds);
+        rows[i].b = o->batch_sizes[i % o->n_batch];
+        rows[i].k = i < o->n_batch ? 0 : o->draft_lengths[i / o->n_batch - 1];
+        rows[i].dynamic = rows[i].k > 0 && base.dynamic_draft;
+        rows[i].expected_al = NAN;
+    }
+    for (int step = 0; step < rounds * nk; step++) {
+        const int round = step / nk, ki = round % 2 ? nk - 1 - step % nk : step % nk;
         int K = ki == 0 ? 0 : o->draft_lengths[ki - 1];
         flint_engine_options eo = base;
         eo.max_seqs = 2 * max_b;
@@ -245,48 +273,66 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
             goto done;
         }
         size_t dev_bytes = 0;
-        flint_engine_device_stats(e, &g_open[ki], &dev_bytes);
+        if (round == 0) flint_engine_device_stats(e, &g_open[ki], &dev_bytes);
         if (!pool && !(pool = token_pool(e, o, &n_pool, err))) goto done;
         for (int bi = 0; bi < o->n_batch; bi++) {
-            row *r = &rows[n_rows];
-            if (measure(e, o, o->batch_sizes[bi], K, K > 0 && base.dynamic_draft, pool, n_pool, r, err)) goto done;
+            row *r = &rows[ki * o->n_batch + bi];
+            if (measure(e, o, o->batch_sizes[bi], K, pool, n_pool, r, err)) goto done;
             memcpy(r->rates, rates, sizeof rates);
-            r->expected_al = NAN;
             if (synthetic && K > 0) {
                 double s = 1, p = 1;
                 for (int i = 0; i < K; i++) s += (p *= rates[i]);
                 r->expected_al = s;
             }
-            n_rows++;
-            flint_log_info("bench: b = %d, K = %d: median step %.3f ms, AL %.3f", r->b, r->k, r->median_ms,
-                           r->measured_al);
+            flint_log_info("bench: b = %d, K = %d, round %d: median step %.3f ms", r->b, r->k, round + 1,
+                           flint_stats_median(r->ms + r->n_ms - o->steps, o->steps));
         }
-        flint_engine_device_stats(e, &g_end[ki], &dev_bytes);
+        if (round == 0) flint_engine_device_stats(e, &g_end[ki], &dev_bytes);
         flint_engine_close(e);
         e = NULL;
     }
-    /* speed-up against K = 0 at the same batch size */
+    n_rows = nk * o->n_batch;
     for (int i = 0; i < n_rows; i++) {
+        row *r = &rows[i];
+        r->measured_al = r->k == 0 ? 1.0 : r->al_steps ? 1.0 + (double)r->al_accepted / (double)r->al_steps : NAN;
+        r->median_ms = flint_stats_median(r->ms, r->n_ms);
+        r->mean_ms = flint_stats_mean(r->ms, r->n_ms);
+        r->p90_ms = flint_stats_quantile(r->ms, r->n_ms, 0.9, 0);
+        r->tokens_per_step = (double)r->tokens / r->n_ms;
+        const double step_ms = r->dynamic ? r->mean_ms : r->median_ms;
+        r->tps_total = step_ms > 0 ? r->tokens_per_step / (step_ms / 1e3) : 0;
+        r->tps_user = r->tps_total / r->b;
+    }
+    /* speed-up against K = 0 at the same batch size, over the same statistic of the step */
+    for (int i = 0; i < n_rows; i++) {
+        const row *r = &rows[i], *z = &rows[i % o->n_batch];
         rows[i].speedup = NAN;
-        for (int j = 0; j < n_rows; j++)
-            if (rows[j].k == 0 && rows[j].b == rows[i].b && rows[j].tps_user > 0)
-                rows[i].speedup = rows[i].tps_user / rows[j].tps_user;
+        if (r->dynamic && r->mean_ms > 0 && z->mean_ms > 0 && z->tokens_per_step > 0)
+            rows[i].speedup = (r->tokens_per_step / r->mean_ms) / (z->tokens_per_step / z->mean_ms);
+        else if (z->tps_user > 0)
+            rows[i].speedup = r->tps_user / z->tps_user;
     }
     if (!o->quiet) {
-        printf("flint bench: %s%s, drafter %s, context %d, %d warm-up + %d timed steps, %s acceptance\n",
+        printf("flint bench: %s%s, drafter %s, context %d, %d warm-up + %d timed steps%s, %s acceptance\n",
                o->dummy ? o->model_shape : o->model_dir, o->dummy ? " (random weights on the GPU)" : "",
-               base.drafter_dir, o->context, o->warmup, o->steps, synthetic ? "synthetic" : "real");
-        printf("%6s %3s %8s %8s %11s %11s %11s %13s %9s\n", "batch", "K", "AL", "exp. AL", "median ms", "p90 ms",
-               "tok/s/user", "tok/s total", "speed-up");
+               base.drafter_dir, o->context, o->warmup, o->steps, rounds > 1 ? " per round" : "",
+               synthetic ? "synthetic" : "real");
+        if (rounds > 1) printf("%d rounds, every other one in reverse order, each point's steps pooled\n", rounds);
+        printf("%6s %3s %8s %8s %11s %11s %11s %13s %9s %9s\n", "batch", "K", "AL", "exp. AL", "median ms", "p90 ms",
+               "tok/s/user", "tok/s total", "speed-up", "host us");
         for (int i = 0; i < n_rows; i++) {
             const row *r = &rows[i];
             char exp[16] = "-";
             if (isfinite(r->expected_al)) snprintf(exp, sizeof exp, "%.3f", r->expected_al);
-            printf("%6d %3d %8.3f %8s %11.3f %11.3f %11.1f %13.1f %8.2fx\n", r->b, r->k, r->measured_al, exp,
-                   r->median_ms, r->p90_ms, r->tps_user, r->tps_total, r->speedup);
+            printf("%6d %3d %8.3f %8s %11.3f %11.3f %11.1f %13.1f %8.2fx %9.1f\n", r->b, r->k, r->measured_al, exp,
+                   r->median_ms, r->p90_ms, r->tps_user, r->tps_total, r->speedup,
+                   r->host.steps ? 1e3 * r->host.host_ms / (double)r->host.steps : 0.0);
         }
+        printf("host us: the engine's own time per step, its wall time less its waits for the GPU (on the CPU "
+               "backend the whole step)\n");
         if (base.dynamic_draft) {
-            printf("dynamic draft lengths (tokens/s above: over the mean step, the steps mix K = 0 and K): timed steps by "
+            printf("dynamic draft lengths (tokens/s above: over the mean step, the steps mix K = 0 and K; the "
+                   "speed-up against K = 0's mean step): timed steps by "
                    "the step-level K (then pruned per request by confidence):\n");
             for (int i = 0; i < n_rows; i++) {
                 if (rows[i].k == 0) continue;
@@ -314,6 +360,16 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
                        p->draft_ms / n, p->verify_ms / n, p->accept_ms / n, p->encode_ms / n, p->prefill_ms / n,
                        p->host_ms / n);
             }
+            printf("host us per step in the timed window (no waits for the GPU), by the calls they were in:\n");
+            printf("%6s %3s %9s %9s %9s %9s %9s %9s\n", "batch", "K", "host", "draft", "forward", "accept",
+                   "encode", "other");
+            for (int i = 0; i < n_rows; i++) {
+                const flint_host_time *h = &rows[i].host;
+                const double n = h->steps > 0 ? 1e-3 * (double)h->steps : 1;
+                printf("%6d %3d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", rows[i].b, rows[i].k, h->host_ms / n,
+                       h->draft_ms / n, h->forward_ms / n, h->accept_ms / n, h->encode_ms / n,
+                       (h->host_ms - h->draft_ms - h->forward_ms - h->accept_ms - h->encode_ms) / n);
+            }
         }
     }
     root = cJSON_CreateObject();
@@ -324,6 +380,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
     cJSON_AddNumberToObject(cfg, "context", o->context);
     cJSON_AddNumberToObject(cfg, "warmup_steps", o->warmup);
     cJSON_AddNumberToObject(cfg, "timed_steps", o->steps);
+    cJSON_AddNumberToObject(cfg, "rounds", rounds);
     cJSON_AddStringToObject(cfg, "draft_sample_method", base.draft_greedy ? "greedy" : "probabilistic");
     cJSON_AddNumberToObject(cfg, "temperature", o->sampling.temperature);
     cJSON_AddNumberToObject(cfg, "seed", (double)o->sampling.seed);
@@ -348,6 +405,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         cJSON_AddNumberToObject(x, "mean_step_ms", r->mean_ms);
         cJSON_AddNumberToObject(x, "p90_step_ms", r->p90_ms);
         cJSON_AddNumberToObject(x, "tokens_per_step", r->tokens_per_step);
+        if (r->host.steps > 0) cJSON_AddNumberToObject(x, "host_us_per_step", 1e3 * r->host.host_ms / (double)r->host.steps);
         if (o->profile && r->prof.steps > 0) {
             const flint_step_profile *p = &r->prof;
             const double n = (double)p->steps;
@@ -402,6 +460,7 @@ done:
     free(pool);
     free(owned);
     free(path_svg);
+    for (int i = 0; rows && i < nk * o->n_batch; i++) free(rows[i].ms);
     free(rows);
     free(g_open);
     free(g_end);

@@ -88,6 +88,9 @@ typedef struct flint_bench_options {
     int context;                 /* prompt tokens per session (default 128) */
     int warmup;                  /* untimed steps after prefill (default 3) */
     int steps;                   /* timed steps (default 10) */
+    int rounds;                  /* engine mode: the whole sweep this many times, every other one in reverse
+                                  * order (default 1); each point pools its rounds' steps, so a drift of the
+                                  * machine over the run falls on every K alike */
     flint_sampling_params sampling; /* default T = 0, seed 0 */
     const char *dataset;         /* text the prompts are cut from (default sharegpt) */
     const char *data_dir;

@@ -175,6 +175,7 @@ void flint_bench_options_default(flint_bench_options *o) {
     o->context = 128;
     o->warmup = 3;
     o->steps = 10;
+    o->rounds = 1;
     flint_sampling_params_default(&o->sampling);
     o->sampling.temperature = 0.0f;
     o->sampling.seed = 0;
@@ -189,7 +190,7 @@ void flint_bench_options_default(flint_bench_options *o) {
 
 static const char *const bench_value_flags[] = {
     "--speculative-config", "--batch-sizes", "--draft-lengths", "--synthetic-acceptance", "--synthetic-per-position",
-    "--context", "--warmup", "--steps", "--temperature", "--top-p", "--top-k", "--min-p", "--seed", "--dataset",
+    "--context", "--warmup", "--steps", "--rounds", "--temperature", "--top-p", "--top-k", "--min-p", "--seed", "--dataset",
     "--data-dir", "--threads", "--output", "--device", "--load-format", "--model-shape", "--q", "--baseline",
     "--tensor-parallel-size", "--gemm-pdl", "--kernel-pdl", "--gemm-wgmma", "--cuda-graph-sizes", NULL};
 
@@ -249,6 +250,7 @@ int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v
     } else if (!strcmp(f, "--context")) return get_int(f, v, 1, 1 << 20, &o->context, err);
     else if (!strcmp(f, "--warmup")) return get_int(f, v, 0, 100000, &o->warmup, err);
     else if (!strcmp(f, "--steps")) return get_int(f, v, 1, 100000, &o->steps, err);
+    else if (!strcmp(f, "--rounds")) return get_int(f, v, 1, 100, &o->rounds, err);
     else if (!strcmp(f, "--temperature")) return get_float(f, v, 0, 100, &o->sampling.temperature, err);
     else if (!strcmp(f, "--top-p")) return get_float(f, v, 1e-9, 1, &o->sampling.top_p, err);
     else if (!strcmp(f, "--top-k")) return get_int(f, v, 0, 1 << 30, &o->sampling.top_k, err);

@@ -79,6 +79,7 @@ static void publish_snapshot(flint_server *s, int n_waiting, int64_t steps) {
     s->snap.steps = steps;
     flint_engine_prefix_stats(s->engine, &s->snap.prefix_queries, &s->snap.prefix_hits, &s->snap.prefix_blocks);
     flint_engine_device_stats(s->engine, &s->snap.graphs, &s->snap.device_bytes);
+    flint_engine_host_time(s->engine, &s->snap.host);
     pthread_mutex_unlock(&s->snap_mu);
 }
 

@@ -79,6 +79,11 @@ static void counter(flint_sbuf *b, const char *name, const char *help, int64_t v
     flint_sbuf_addf(b, "%s_total %lld\n", name, (long long)v);
 }
 
+static void counter_f(flint_sbuf *b, const char *name, const char *help, double v) {
+    head(b, name, "counter", help);
+    flint_sbuf_addf(b, "%s_total %.9g\n", name, v);
+}
+
 static void histogram(flint_sbuf *b, const char *name, const char *help, const flint_hist *h) {
     head(b, name, "histogram", help);
     int64_t cum = 0;
@@ -118,6 +123,12 @@ void flint_server_metrics_render(flint_server *s, flint_sbuf *b) {
     gauge(b, "flint:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0..1).",
           sn.kv_total ? (double)(sn.kv_total - sn.kv_free) / sn.kv_total : 0.0);
     counter(b, "flint:engine_steps", "Engine steps run.", sn.steps);
+    counter(b, "flint:engine_forward_steps", "Engine steps that ran a target forward.", (double)sn.host.steps);
+    counter_f(b, "flint:engine_step_seconds", "Wall time of the engine steps that ran a target forward.",
+            sn.host.wall_ms / 1e3);
+    counter_f(b, "flint:engine_host_seconds",
+            "The engine's own time in those steps: their wall time less its waits for the GPU (CPU backend: all).",
+            sn.host.host_ms / 1e3);
     gauge(b, "flint:device_memory_bytes", "Device memory of the CUDA target (weights, KV pool, scratch; 0 on the CPU).",
           (double)sn.device_bytes);
     gauge(b, "flint:cuda_graphs", "Captured forward graphs held (CUDA).", sn.graphs.n_graphs);

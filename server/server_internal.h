@@ -221,6 +221,7 @@ typedef struct flint_engine_snapshot {
     int64_t steps;
     flint_target_graph_info graphs; /* CUDA: captured forward graphs */
     size_t device_bytes;            /* CUDA: the target's one device allocation */
+    flint_host_time host;           /* the engine's own time in its steps */
 } flint_engine_snapshot;
 
 struct flint_server {

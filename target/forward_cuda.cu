@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "core/arena.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "target/cuda_common.cuh" /* capture_cost */
 #include "target/ops_cuda.h"
@@ -77,8 +78,9 @@ struct flint_target_cuda {
     int32_t *tokens, *pos, *row_seq, *logit_rows, *tables;
     int bt_stride;       /* blocks per sequence table: ceil(max_len / block) */
     size_t kv_stride;    /* one layer's K (or V) pool on the device: the host's blocks + the sink */
-    /* host staging, sized at init (max_rows rows, tables for max_rows + 1 sequences) */
-    int32_t *h_seq_map;
+    /* host staging, sized at init (max_rows rows, tables for max_rows + 1 sequences): the caller's
+     * sequence of each renumbered one, and how many of its table's entries are staged */
+    int32_t *h_seq_map, *h_need;
     /* tokens .. tables are one device block and h_in its pinned mirror with the same layout, so a
      * forward's batch travels in one copy; staged marks when that copy has left h_in (the next
      * forward may not overwrite it earlier, since a forward whose outputs stay on the device
@@ -88,7 +90,7 @@ struct flint_target_cuda {
     cudaEvent_t staged;
     /* captured forwards, keyed by their launch shape (graph_key); least recently used evicted */
     graph_entry graphs[GRAPH_POOL];
-    int n_graphs;
+    int n_graphs, last_graph; /* last_graph: the last one found (< n_graphs, or 0) */
     size_t weight_bytes, kv_bytes; /* parts of bytes, for the report */
     uint64_t tick;
     long n_captures;
@@ -416,6 +418,7 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
     CUDA_OK(cudaMemcpy(g->rope_sin, t->s.rope_sin, rope_n * sizeof(float), cudaMemcpyHostToDevice), "rope table");
     size_t R = (size_t)o->max_rows;
     g->h_seq_map = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
+    g->h_need = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
     {
         unsigned char *d0 = (unsigned char *)g->tokens;
         const size_t in_bytes = (size_t)((unsigned char *)(g->tables + (R + 1) * (size_t)g->bt_stride) - d0);
@@ -457,6 +460,7 @@ void flint_target_cuda_free(flint_target *t) {
     if (g->base) cudaFree(g->base);
     free(g->layers);
     free(g->h_seq_map);
+    free(g->h_need);
     if (g->h_in) cudaFreeHost(g->h_in);
     if (g->staged) cudaEventDestroy(g->staged);
     free(g);
@@ -599,12 +603,16 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
 /* The graph for this launch shape: found, or captured now (evicting the least recently used). */
 static int forward_graph(flint_target *t, struct flint_target_cuda *g, const graph_key *k, cudaGraphExec_t *out,
                          flint_err *err) {
-    for (int i = 0; i < g->n_graphs; i++)
+    /* steps of one shape follow each other: the last graph first */
+    for (int j = 0; j < g->n_graphs; j++) {
+        const int i = j == 0 ? g->last_graph : j == g->last_graph ? 0 : j;
         if (!memcmp(&g->graphs[i].key, k, sizeof *k)) {
+            g->last_graph = i;
             g->graphs[i].used = ++g->tick;
             *out = g->graphs[i].exec;
             return 0;
         }
+    }
     int slot = g->n_graphs;
     if (slot == GRAPH_POOL) {
         slot = 0;
@@ -707,17 +715,27 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
         return flint_err_set(err, FLINT_ERR_INVALID, "target forward: %d taps; the CUDA forward takes at most one per "
                              "layer (%d) and at most 16", b->n_taps, c->n_layers);
     CUDA_OK(cudaEventSynchronize(g->staged), "forward (the previous batch upload)");
-    for (int r = 0; r < R; r++) {
-        int sq = b->row_seq[r], k;
-        for (k = 0; k < n_used && g->h_seq_map[k] != sq; k++) {}
-        if (k == n_used) {
-            g->h_seq_map[n_used++] = sq;
-            memset(g->h_tables + (size_t)k * g->bt_stride, 0, sizeof(int32_t) * (size_t)g->bt_stride);
+    /* host time between two forwards is GPU idle time (issue #8: <= 30 us a step at batch 64): a
+     * sequence's rows are adjacent (one search per sequence, not per row), and each table entry
+     * is copied once, up to what its furthest row reads */
+    for (int r = 0, sq_prev = -1, k = 0; r < R; r++) {
+        const int sq = b->row_seq[r];
+        if (sq != sq_prev) {
+            for (k = 0; k < n_used && g->h_seq_map[k] != sq; k++) {}
+            if (k == n_used) {
+                g->h_seq_map[n_used++] = sq;
+                g->h_need[k] = 0;
+                memset(g->h_tables + (size_t)k * g->bt_stride, 0, sizeof(int32_t) * (size_t)g->bt_stride);
+            }
+            sq_prev = sq;
         }
         g->h_row_seq[r] = k;
-        /* the rows that reach furthest decide how much of the table is read */
-        int need = b->pos[r] / bs + 1;
-        memcpy(g->h_tables + (size_t)k * g->bt_stride, b->block_tables[sq], sizeof(int32_t) * (size_t)need);
+        const int need = b->pos[r] / bs + 1, have = g->h_need[k];
+        if (need > have) {
+            memcpy(g->h_tables + (size_t)k * g->bt_stride + have, b->block_tables[sq] + have,
+                   sizeof(int32_t) * (size_t)(need - have));
+            g->h_need[k] = need;
+        }
         if (b->pos[r] + 1 > max_ctx) max_ctx = b->pos[r] + 1;
     }
     const int graphed = !o->enforce_eager && R <= o->graph_max_rows;
@@ -768,7 +786,12 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     /* nothing for the host: the next work on this stream (the device-side acceptance, the
      * drafter) follows in order, and the first synchronisation after it reports any failure */
     const int host_out = (b->n_logit_rows > 0 && !b->logits_on_device) || (b->n_taps > 0 && !b->taps_on_device);
-    if (host_out) CUDA_OK(cudaStreamSynchronize(st), "forward");
-    else CUDA_OK(cudaGetLastError(), "forward launch");
+    if (host_out) {
+        const double t_wait = flint_clock_ms();
+        CUDA_OK(cudaStreamSynchronize(st), "forward");
+        flint_clock_waited_since(t_wait);
+    } else {
+        CUDA_OK(cudaGetLastError(), "forward launch");
+    }
     return 0;
 }

@@ -398,6 +398,14 @@ static void test_profile(void) {
            p.prefill_ms, p.draft_ms, p.verify_ms, p.accept_ms, p.encode_ms, p.host_ms);
     printf("  profile over %lld steps: %.3f ms (draft %.3f, verify %.3f, encode %.3f, host %.3f)\n",
            (long long)p.steps, sum, p.draft_ms, p.verify_ms, p.encode_ms, p.host_ms);
+    /* the host time, measured at every step: both runs' steps with a forward (a step of each
+     * generated token at most, prefill steps too), the host part within the wall time (on the CPU
+     * the forwards are host work: no waits) */
+    flint_host_time ht;
+    flint_engine_host_time(e, &ht);
+    CHECKF(ht.steps >= 2 * (MAXT / 5) && ht.steps <= 2 * (MAXT + 2) && ht.wall_ms > 0 && ht.host_ms > 0 &&
+           ht.host_ms <= ht.wall_ms + 1e-9, "host time: %lld steps, wall %.3f ms, host %.3f ms", (long long)ht.steps,
+           ht.wall_ms, ht.host_ms);
     flint_engine_set_profile(e, 0);
     flint_engine_close(e);
 }

@@ -442,7 +442,8 @@ def group_api():
              "flint:kv_blocks_used", "flint:kv_blocks_total", 'flint:requests_total{finish_reason="stop"}',
              'flint:requests_total{finish_reason="length"}', "process_resident_memory_bytes",
              "flint:device_memory_bytes", "flint:cuda_graphs", "flint:cuda_graph_captures_total",
-             "flint:cuda_graph_capture_seconds", "flint:cuda_graph_memory_bytes"]
+             "flint:cuda_graph_capture_seconds", "flint:cuda_graph_memory_bytes", "flint:engine_forward_steps_total",
+             "flint:engine_step_seconds_total", "flint:engine_host_seconds_total"]
     for n in names:
         check(n in m, f"/metrics has {n}")
     check(m.get("flint:device_memory_bytes") == 0 and m.get("flint:cuda_graphs") == 0 and
@@ -450,6 +451,9 @@ def group_api():
           "a CPU server reports no device memory and no graphs")
     check(m.get("flint:spec_decode_num_drafts_total", 0) > 0 and m.get("flint:e2e_request_latency_seconds_count", 0)
           >= 8, "/metrics counters moved")
+    check(m.get("flint:engine_forward_steps_total", 0) > 0 and
+          0 < m.get("flint:engine_host_seconds_total", 0) <= m.get("flint:engine_step_seconds_total", 0),
+          "/metrics: the engine's host time is positive and within its steps' wall time")
     # a finished request's slot and blocks are freed by the engine's next step: give it a moment
     idle = wait_for(lambda: (lambda m: m.get("flint:kv_blocks_used") == 0 and
                              m.get("flint:num_requests_running") == 0)(metrics(port)), 2.0)

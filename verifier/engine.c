@@ -77,6 +77,7 @@ void flint_engine_step_k_hist(const flint_engine *e, int64_t hist[FLINT_MAX_DRAF
     memcpy(hist, e->dyn_k_hist, sizeof e->dyn_k_hist);
 }
 int64_t flint_engine_probe_steps(const flint_engine *e) { return e->dyn_probe_steps; }
+void flint_engine_host_time(const flint_engine *e, flint_host_time *t) { *t = e->host; }
 void flint_engine_set_profile(flint_engine *e, int on) {
     if (on && !e->o.profile) memset(&e->prof, 0, sizeof e->prof);
     e->o.profile = on != 0;
@@ -275,7 +276,7 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
             flint_err_set(err, FLINT_ERR_INVALID, "dynamic draft: the cost model must not be negative");
             goto fail;
         }
-        e->dyn_scale[0] = e->dyn_scale[1] = 1.0;
+        memset(e->dyn_off, 0, sizeof e->dyn_off);
         const int measure = o->dyn_fixed_ms == 0 && o->dyn_row_ms == 0 && o->dyn_draft_ms == 0;
         if (measure && (flint_engine_measure_verify_cost(e, err) || flint_engine_measure_draft_cost(e, err))) goto fail;
 

@@ -199,6 +199,19 @@ typedef struct flint_step_profile {
     double prefill_ms, draft_ms, verify_ms, accept_ms, encode_ms, host_ms;
 } flint_step_profile;
 void flint_engine_step_profile(const flint_engine *e, flint_step_profile *p);
+/* The host's own time in the steps so far (issue #8: measured at every step, profile or not): the
+ * steps that ran a forward, their wall time, and that less the time the engine thread spent
+ * blocked in synchronisations with the GPU (core/clock.h). On the CPU backend the forwards run on
+ * the host, so there host_ms is the whole step. */
+typedef struct flint_host_time {
+    int64_t steps;
+    double wall_ms, host_ms;
+    /* host_ms's parts in the speculative step's calls: drafting (and the dynamic scheduler), the
+     * verify forward (staging and launch), the acceptance with emitting the tokens, the context
+     * encode; the rest (admission, prefill, row building) is host_ms less these */
+    double draft_ms, forward_ms, accept_ms, encode_ms;
+} flint_host_time;
+void flint_engine_host_time(const flint_engine *e, flint_host_time *t);
 /* Turn the profile on or off from now on (the sums restart at zero when it is turned on). */
 void flint_engine_set_profile(flint_engine *e, int on);
 
@@ -208,6 +221,10 @@ void flint_engine_step_k_hist(const flint_engine *e, int64_t hist[FLINT_MAX_DRAF
  * requests drafted, in turn, to keep the acceptance estimates current while drafting does not pay). */
 #define FLINT_DYN_PROBE_REQS 4
 int64_t flint_engine_probe_steps(const flint_engine *e);
+/* dynamic_draft: the scheduler's view for n running requests, one line into buf (the per-k
+ * expected tokens E, the modelled step ms of not drafting and of drafting k, whether drafting k
+ * would prune, the offsets learned per kind of step): why it drafts what it drafts. */
+void flint_engine_dyn_describe(const flint_engine *e, int n, char *buf, size_t cap);
 
 /* Pooled statistics over every step so far. */
 const flint_spec_stats *flint_engine_stats(const flint_engine *e);

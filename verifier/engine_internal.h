@@ -84,13 +84,19 @@ struct flint_engine {
     double dyn_pacc[FLINT_MAX_DRAFT];                  /* confidence pruning), that accepted it */
     int64_t dyn_steps, dyn_last_draft;                 /* spec steps so far, the last that drafted */
     int64_t dyn_obs_steps;                             /* drafting steps whose requests were observed */
-    double dyn_pred_ms, dyn_scale[2];                  /* this step's modelled ms; real / modelled, without
-                                                          * and with drafting (decayed) */
+    double dyn_pred_ms;                                /* this step's modelled ms, of kind dyn_pred_kind: */
+    int dyn_pred_kind;                                 /* 0 plain, 1 drafting whole, 2 pruning */
+    double dyn_off[3];                                 /* real less modelled ms per kind (decayed) */
+    int64_t dyn_off_n[3];                              /* steps observed per kind */
     int64_t dyn_k_hist[FLINT_MAX_DRAFT + 1];           /* spec steps by chosen K_step */
     int dyn_probe;                                     /* this step drafts only to keep E and r current:
                                                           * FLINT_DYN_PROBE_REQS requests draft, in turn */
     int dyn_probe_next;                                /* where the next probe's requests start */
+    int dyn_prune;                                     /* this step prunes its drafts by confidence
+                                                          * (flint_engine_schedule_drafts; schedule.c) */
     int64_t dyn_probe_steps;                           /* probes so far */
+    double dyn_probe_ms;                               /* measured models: a probe step's wall time
+                                                          * (decayed; 0 before the first probe) */
     flint_drafter_req *dreqs;                          /* [max_seqs] */
     int *dreq_sid;
     int *row0;                                         /* [max_seqs] first verify row of a session */
@@ -111,6 +117,8 @@ struct flint_engine {
                         * the GPU: -1 - token (the anchor) or draft request * dmax + slot */
     flint_step_profile prof;
     double prof_t;     /* the last profile mark (ms) */
+    int64_t n_forwards;   /* target forwards so far */
+    flint_host_time host; /* steps with work, their wall time and its part not waiting for the GPU */
     char piece[8192];
 };
 
@@ -135,7 +143,8 @@ void flint_engine_schedule_drafts(flint_engine *e, int n_rows_base, int n_d);
  * estimates. */
 int flint_engine_pick_k(flint_engine *e, int n);
 void flint_engine_observe_acceptance(flint_engine *e, int cap, int k, int acc);
-void flint_engine_observe_step_ms(flint_engine *e, int drafted, double ms);
+void flint_engine_observe_step_ms(flint_engine *e, double ms); /* the wall time of the step picked */
+void flint_engine_observe_probe_ms(flint_engine *e, double ms); /* a probe step's wall time */
 
 /* prefix.c */
 flint_prefix_cache *flint_prefix_new(int n_blocks);

@@ -27,21 +27,18 @@
  * pruning). Else K_step = 0, with a probe now and then to keep the estimates current: a step
  * where only FLINT_DYN_PROBE_REQS requests draft K, in turn (a whole batch drafting K = 7 cost the
  * embedded pair's batch 64 a step of ~1.2 ms, 4% of a 60-step window by itself; the estimates are
- * per request). The modelled times are scaled by the ratio of
- * real to modelled step time seen for each choice (the step also encodes, decides and emits). */
+ * per request). The modelled times are offset by the real less modelled step time seen for each
+ * kind of step: plain, drafting with whole drafts verified, drafting with pruning (the step also
+ * encodes, decides, emits, and a pruning step waits for its drafts on the host; session 20: an
+ * offset, unlike the ratio used before, carries from one draft length to another, since those
+ * costs hardly depend on it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "verifier/engine_internal.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -88,14 +85,14 @@ int flint_engine_measure_verify_cost(flint_engine *e, flint_err *err) {
         double t[3];
         int reps = 3;
         for (int k = 0; k <= reps; k++) {
-            double t0 = now_ms();
+            double t0 = flint_clock_ms();
             if (flint_engine_forward(e, &b, err)) {
                 free(table);
                 return -1;
             }
             flint_engine_dev_wait(e);
-            if (k) t[k - 1] = now_ms() - t0;
-            else if (now_ms() - t0 > 20.0) reps = 1;
+            if (k) t[k - 1] = flint_clock_ms() - t0;
+            else if (flint_clock_ms() - t0 > 20.0) reps = 1;
         }
         qsort(t, (size_t)reps, sizeof(double), cmp_double);
         xs[n] = B, ys[n] = t[reps / 2];
@@ -153,15 +150,15 @@ int flint_engine_measure_draft_cost(flint_engine *e, flint_err *err) {
             double t[3];
             int reps = 3;
             for (int k = 0; k <= reps; k++) {
-                double t0 = now_ms();
+                double t0 = flint_clock_ms();
                 if (flint_drafter_encode(e->dft, &cb, err) ||
                     flint_drafter_draft(e->dft, n, e->dreqs, tables, 1, &out, err)) {
                     free(table);
                     return -1;
                 }
                 flint_engine_dev_wait(e);
-                if (k) t[k - 1] = now_ms() - t0;
-                else if (now_ms() - t0 > 20.0) reps = 1; /* as for the verify cost */
+                if (k) t[k - 1] = flint_clock_ms() - t0;
+                else if (flint_clock_ms() - t0 > 20.0) reps = 1; /* as for the verify cost */
             }
             qsort(t, (size_t)reps, sizeof(double), cmp_double);
             ms[pass] = t[reps / 2];
@@ -218,21 +215,39 @@ static void per_request(const flint_engine *e, int k, double *E, double *r) {
         if (e->dyn_pcnt[j] > 0) *E += e->dyn_pacc[j] / e->dyn_pcnt[j], *r += e->dyn_pdraft[j] / e->dyn_pcnt[j];
 }
 
+/* A modelled step time with the offset seen for its kind (0 plain, 1 drafting whole, 2 pruning),
+ * kept at least half the model (a step is never free). */
+static double with_off(const flint_engine *e, int kind, double model_ms) {
+    const double t = model_ms + e->dyn_off[kind];
+    return t > 0.5 * model_ms ? t : 0.5 * model_ms;
+}
+
+/* Whether a step of n requests drafting k prunes its drafts by confidence (the scheduler below):
+ * that takes the drafts to the host and back, a synchronisation with the scheduler's host work
+ * between the draft and the verify while the GPU waits, so only where the rows it may save cost:
+ * when verifying the rows likely accepted (E(k) per request, the bonus token's row included)
+ * would take 20% less than verifying all n (k + 1). At the embedded pair's batch 1 the rows are
+ * nearly free (8 rows 0.258 ms, 1 row 0.232), at batch 8 and more not (64 rows 0.46 ms). */
+static int prunes(const flint_engine *e, int n, int k, double E) {
+    return verify_ms(e, (double)n * (k + 1)) > 1.2 * verify_ms(e, (double)n * E);
+}
+
 int flint_engine_pick_k(flint_engine *e, int n) {
     const int K = e->K;
     e->dyn_steps++;
     e->dyn_probe = 0;
     int k_step = K;
-    /* the modelled step times, scaled by what such steps really took (dyn_scale: encode, accept,
+    /* the modelled step times, offset by what such steps really took (dyn_off: encode, accept,
      * host work and launches are not in T and D) */
-    const double t_without = e->dyn_scale[0] * verify_ms(e, n);
+    const double t_without = with_off(e, 0, verify_ms(e, n));
     double t_with = 0.0, best = 0.0;
     int k_best = K;
     for (int k = 1; k <= K; k++) { /* tokens per ms drafting k (ties: the longer draft) */
         double E, r;
         per_request(e, k, &E, &r);
-        if (e->dyn_cnt <= 0) r = k + 1;
-        const double t = e->dyn_scale[1] * (verify_ms(e, n * r) + draft_ms(e, n, k)), rate = n * E / t;
+        const int pr = prunes(e, n, k, E);
+        if (e->dyn_cnt <= 0 || !pr) r = k + 1;
+        const double t = with_off(e, pr ? 2 : 1, verify_ms(e, n * r) + draft_ms(e, n, k)), rate = n * E / t;
         if (k == 1 || rate >= best) best = rate, k_best = k, t_with = t;
     }
     /* K until ~24 requests or 8 drafting steps have been seen (24 decayed requests take ~33 steps
@@ -240,38 +255,86 @@ int flint_engine_pick_k(flint_engine *e, int n) {
      * most tokens per ms when that beats not drafting (session 19: the gate chose between 0 and K
      * only, and the embedded pair's batch 1 is faster at K = 3 than at 0 or 7), else 0, and one
      * probe every m steps keeps the estimates current: a step where FLINT_DYN_PROBE_REQS requests
-     * draft K (step.c). m is chosen so that a whole drafting step that often would cost at most
-     * ~2% of throughput (a probe costs less): such a step takes t_with and yields what plain steps
-     * would in ratio * t_with, so each one loses (1 - ratio) t_with: over m steps of about
-     * t_without, (1 - ratio) (t_with / t_without) / m <= 0.02 (4 <= m <= 256). */
+     * draft K (step.c), every m steps of about t_without (4 <= m <= 512), so that the probes cost
+     * ~1% of throughput: loss / m <= 0.01 t_without. Once a probe has been timed (measured cost
+     * models) its loss is its measured excess over a plain step less what its np requests' drafts
+     * gain, (t_probe - t_without) - t_without np (E(K) - 1) / n: at batch 1 a probe is a whole
+     * drafting step, nearly as good as a plain one when the choice is close, so probes come often
+     * and a low first estimate is soon corrected; at batch 8 and more a probe drafts a few
+     * requests but costs nearly a whole drafting step (the drafter's pass and the flush of the
+     * held rows are latency-bound: session 20, 8% of throughput at batch 8 when a probe's loss was
+     * taken from the model). Before (and with a given cost model), a whole drafting step that
+     * often would cost ~2%: it takes t_with and yields what plain steps would in ratio * t_with,
+     * so it loses (1 - ratio) t_with. Where a probe is a whole drafting step (n <= np) and the
+     * estimates rest on few requests (dyn_cnt, the decayed count, at most 50), m <= 4 + dyn_cnt:
+     * at batch 1 the first 8 drafting steps see the start of each answer, whose acceptance is low,
+     * and one probe in ~90 steps left that estimate standing (session 20: the embedded pair's
+     * batch 1 drafted in 0 of 3 runs, its best fixed K being 1.06x faster than not drafting; with
+     * the bound 1.14x). At batch 8 the bound made probes cost 5% and is not applied. */
     if (n > 0 && K > 0 && (e->dyn_cnt >= 24.0 || e->dyn_obs_steps >= 8)) {
         const double without = n / t_without, ratio = best / without;
         if (ratio > 1.0) {
             k_step = k_best;
         } else {
-            const double cost = t_without > 0 ? t_with / t_without : 1.0;
-            int m = (int)((1.0 - ratio) * (cost > 1.0 ? cost : 1.0) / 0.02);
-            m = m < 4 ? 4 : m > 256 ? 256 : m;
+            double mm = (1.0 - ratio) * (t_with > t_without ? t_with : t_without) / (0.02 * t_without);
+            if (e->dyn_n && e->dyn_probe_ms > 0) { /* its excess less what its requests' drafts gain */
+                double E, r;
+                per_request(e, K, &E, &r);
+                const int np = n < FLINT_DYN_PROBE_REQS ? n : FLINT_DYN_PROBE_REQS;
+                mm = (e->dyn_probe_ms - t_without - t_without * np * (E - 1.0) / n) / (0.01 * t_without);
+            }
+            if (!(t_without > 0)) mm = 4.0;
+            if (n <= FLINT_DYN_PROBE_REQS && mm > 4.0 + e->dyn_cnt) mm = 4.0 + e->dyn_cnt; /* few seen: probe more */
+            const int m = mm < 4 ? 4 : mm > 512 ? 512 : (int)mm;
             if (e->dyn_steps - e->dyn_last_draft < m) k_step = 0;
             else e->dyn_probe = 1; /* a probe: a few requests draft (step.c) */
         }
     }
     if (k_step > 0) e->dyn_last_draft = e->dyn_steps;
-    if (k_step > 0 && k_step != k_best) { /* K before the estimates, or a probe: its own model */
+    e->dyn_prune = 0;
+    e->dyn_pred_kind = 0;
+    e->dyn_pred_ms = verify_ms(e, n);
+    if (k_step > 0) {
         double E, r;
         per_request(e, k_step, &E, &r);
-        if (e->dyn_cnt <= 0) r = k_step + 1;
-        t_with = e->dyn_scale[1] * (verify_ms(e, n * r) + draft_ms(e, n, k_step));
+        e->dyn_prune = !e->dyn_probe && prunes(e, n, k_step, E);
+        if (e->dyn_cnt <= 0 || !e->dyn_prune) r = k_step + 1;
+        e->dyn_pred_kind = e->dyn_prune ? 2 : 1;
+        e->dyn_pred_ms = verify_ms(e, n * r) + draft_ms(e, n, k_step);
+        t_with = with_off(e, e->dyn_pred_kind, e->dyn_pred_ms);
     }
-    e->dyn_pred_ms = k_step > 0 ? t_with / e->dyn_scale[1] : t_without / e->dyn_scale[0];
     e->dyn_k_hist[k_step]++;
     return k_step;
 }
 
-void flint_engine_observe_step_ms(flint_engine *e, int drafted, double ms) {
+void flint_engine_dyn_describe(const flint_engine *e, int n, char *buf, size_t cap) {
+    size_t m = 0;
+#define PUT(...) (m += (size_t)snprintf(buf + m, m < cap ? cap - m : 0, __VA_ARGS__))
+    PUT("n %d: plain %.3f ms;", n, with_off(e, 0, verify_ms(e, n)));
+    for (int k = 1; k <= e->K; k++) {
+        double E, r;
+        per_request(e, k, &E, &r);
+        const int pr = prunes(e, n, k, E);
+        if (e->dyn_cnt <= 0 || !pr) r = k + 1;
+        PUT(" k%d E %.2f %.3f ms%s;", k, E, with_off(e, pr ? 2 : 1, verify_ms(e, n * r) + draft_ms(e, n, k)),
+            pr ? " pruned" : "");
+    }
+    PUT(" offsets %.3f/%.3f/%.3f ms (steps %lld/%lld/%lld); probe %.3f ms", e->dyn_off[0], e->dyn_off[1],
+        e->dyn_off[2], (long long)e->dyn_off_n[0], (long long)e->dyn_off_n[1], (long long)e->dyn_off_n[2],
+        e->dyn_probe_ms);
+#undef PUT
+}
+
+void flint_engine_observe_step_ms(flint_engine *e, double ms) {
     if (!(e->dyn_pred_ms > 0) || !(ms > 0)) return;
-    double *sc = &e->dyn_scale[drafted ? 1 : 0];
-    *sc = 0.9 * *sc + 0.1 * (ms / e->dyn_pred_ms);
+    const int i = e->dyn_pred_kind;
+    const double d = ms - e->dyn_pred_ms; /* the first observation of a kind sets its offset */
+    e->dyn_off[i] = e->dyn_off_n[i]++ ? 0.9 * e->dyn_off[i] + 0.1 * d : d;
+}
+
+void flint_engine_observe_probe_ms(flint_engine *e, double ms) {
+    if (!(ms > 0)) return;
+    e->dyn_probe_ms = e->dyn_probe_ms > 0 ? 0.8 * e->dyn_probe_ms + 0.2 * ms : ms;
 }
 
 void flint_engine_observe_acceptance(flint_engine *e, int cap, int k, int acc) {

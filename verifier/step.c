@@ -1,25 +1,24 @@
 /* One engine step (see engine.h and engine.c's banner): retire, admit, prefill chunks, then the
  * speculative step for every running session in one drafter call and one target forward. */
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "verifier/engine_internal.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
 
 /* Profile mark (engine option profile): the time since the last mark goes to *slot, after the
  * GPU has finished what was launched (device phases); host phases call it before a device phase. */
 static void mark(flint_engine *e, double *slot) {
     if (!e->o.profile) return;
     flint_engine_dev_wait(e);
-    const double t = now_ms();
+    const double t = flint_clock_ms();
     *slot += t - e->prof_t;
     e->prof_t = t;
+}
+
+/* Host time (ms) since a (flint_clock_ms, flint_clock_waited_ms) pair: wall time less waits. */
+static double host_since(double t0, double w0) {
+    return (flint_clock_ms() - t0) - (flint_clock_waited_ms() - w0);
 }
 
 /* The drafter's view of the taps a forward left: on the GPU (dev_taps) or in e->taps. */
@@ -132,8 +131,8 @@ static int synthetic_accept(flint_engine *e, const session *s, int k, const int3
 
 static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err) {
     int n_d = 0, R = 0, k_step = e->K, n_run = 0;
-    const double t_step = now_ms();
-    e->dyn_probe = 0;
+    const double t_step = flint_clock_ms();
+    e->dyn_probe = 0, e->dyn_prune = 0;
     if (e->dft && e->o.dynamic_draft) { /* the step's draft length from the cost model (schedule.c) */
         for (int i = 0; i < e->o.max_seqs; i++)
             n_run += e->ss[i].st == S_RUNNING && !e->ss[i].cancelled && !fresh[i] && !flint_engine_pinned(e, &e->ss[i]);
@@ -171,20 +170,24 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     }
     /* On the GPU path without confidence pruning the drafts stay on the device: the verify rows'
      * tokens are built there (step_cuda.c) and come back with the decisions, so the step waits
-     * for the GPU once. The scheduler needs the confidences on the host first. */
-    const int dev_drafts = use_dev && n_d > 0 && !e->o.dynamic_draft;
+     * for the GPU once. The scheduler needs the confidences on the host first; a dynamic step
+     * prunes only where verify rows cost (schedule.c), else it verifies its k_step drafts whole. */
+    const int prune = e->o.dynamic_draft && e->dyn_prune;
+    const int dev_drafts = use_dev && n_d > 0 && !prune;
     if (n_d > 0) {
         flint_drafter_out out = {.tokens = dev_drafts ? NULL : e->drafts,
                                  .q = e->o.draft_greedy || use_dev ? NULL : e->q,
                                  .confidence = dev_drafts ? NULL : e->conf, .q_on_device = use_dev && !e->o.draft_greedy,
                                  .tokens_on_device = dev_drafts};
         mark(e, &e->prof.host_ms);
+        const double t0 = flint_clock_ms(), w0 = flint_clock_waited_ms();
         if (flint_drafter_draft(e->dft, n_d, e->dreqs, e->tables, e->o.max_seqs, &out, err)) return -1;
         mark(e, &e->prof.draft_ms);
-        if (e->o.dynamic_draft) {
+        if (prune) {
             flint_engine_schedule_drafts(e, R, n_d);
             for (int d = 0; d < n_d; d++) e->ss[e->dreq_sid[d]].k = e->dlen[d];
         }
+        e->host.draft_ms += host_since(t0, w0);
     }
     /* verify rows: [anchor, drafts] per running session, in e->order; on the GPU path the sessions
      * without drafts come first (rows 0..n0-1, sampled in one launch) */
@@ -218,6 +221,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     if (R == 0) return 0;
     for (int r = 0; r < R; r++) e->logit_rows[r] = r;
     const int32_t *dev_tok = NULL;
+    double t0 = flint_clock_ms(), w0 = flint_clock_waited_ms();
     if (use_dev && flint_engine_dev_stage(e, e->order, n0, n_d, R, dev_drafts, &dev_tok, err)) return -1;
     flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
                             .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = R,
@@ -228,6 +232,8 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     mark(e, &e->prof.host_ms);
     if (flint_engine_forward(e, &b, err)) return -1;
     mark(e, &e->prof.verify_ms);
+    e->host.forward_ms += host_since(t0, w0);
+    t0 = flint_clock_ms(), w0 = flint_clock_waited_ms();
     if (use_dev && flint_engine_dev_accept(e, e->order, n0, n, n_d, e->dev_out, e->dev_acc, err)) return -1;
     mark(e, &e->prof.accept_ms); /* the host path decides in the loop below (host time) */
 
@@ -293,6 +299,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         }
         flint_engine_push_event(e, i);
     }
+    e->host.accept_ms += host_since(t0, w0);
     if (e->dft && e->o.dynamic_draft && k_step > 0 && n_d > 0) e->dyn_obs_steps++;
     if (probe) {
         e->dyn_probe_next = (e->dyn_probe_next + FLINT_DYN_PROBE_REQS) % (n_run > 0 ? n_run : 1);
@@ -304,23 +311,30 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
          * K/V with the next draft's): the host goes on to the next forward sooner */
         cb.defer = e->o.dynamic_draft && n_d == 0;
         mark(e, &e->prof.host_ms);
+        t0 = flint_clock_ms(), w0 = flint_clock_waited_ms();
         if (flint_drafter_encode(e->dft, &cb, err)) return -1;
         mark(e, &e->prof.encode_ms);
+        e->host.encode_ms += host_since(t0, w0);
     }
     /* the step's wall time (its encode is still in flight: the next step's first wait pays it,
      * and steps of one kind follow each other, so the scale absorbs it) */
     /* measured models only (given ones stay as given); not a step the scheduler chose K = 0 for
-     * while pinned sessions drafted, nor a probe: their times are neither choice's */
-    if (e->dft && e->o.dynamic_draft && e->dyn_n && !e->o.profile && !probe && (k_step > 0 || n_d == 0))
-        flint_engine_observe_step_ms(e, k_step > 0, now_ms() - t_step);
+     * while pinned sessions drafted, nor a probe: their times are neither choice's (a probe's
+     * sets how often probes come: schedule.c) */
+    if (e->dft && e->o.dynamic_draft && e->dyn_n && !e->o.profile) {
+        if (probe) flint_engine_observe_probe_ms(e, flint_clock_ms() - t_step);
+        else if (k_step > 0 || n_d == 0) flint_engine_observe_step_ms(e, flint_clock_ms() - t_step);
+    }
     return 0;
 }
 
 int flint_engine_step(flint_engine *e, const flint_step_event **events, int *n_events, flint_err *err) {
+    const double t0 = flint_clock_ms(), w0 = flint_clock_waited_ms();
+    const int64_t f0 = e->n_forwards;
     e->n_events = 0;
     if (e->o.profile) {
         flint_engine_dev_wait(e);
-        e->prof_t = now_ms();
+        e->prof_t = flint_clock_ms();
         e->prof.steps++;
     }
     unsigned char fresh[4096];
@@ -349,5 +363,11 @@ int flint_engine_step(flint_engine *e, const flint_step_event **events, int *n_e
     mark(e, &e->prof.host_ms);
     *events = e->events;
     *n_events = e->n_events;
+    if (e->n_forwards != f0) { /* one clock reading for both: host <= wall */
+        const double wall = flint_clock_ms() - t0;
+        e->host.steps++;
+        e->host.wall_ms += wall;
+        e->host.host_ms += wall - (flint_clock_waited_ms() - w0);
+    }
     return 0;
 }

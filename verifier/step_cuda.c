@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "verifier/engine_internal.h"
 
@@ -178,11 +179,13 @@ int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, in
                           (size_t)e->dmax * V, V, logits, V, D(e, row0, int32_t), D(e, pos0, int64_t),
                           D(e, params_req, flint_cuda_sampling), n_d, V, d->scratch, (flint_cuda_stream_s)st);
     }
+    const double t_wait = flint_clock_ms();
     if (cudaMemcpyAsync(d->h_base + d->lo.in_bytes, d->d_base + d->lo.in_bytes, d->lo.out_bytes,
                         cudaMemcpyDeviceToHost, st) != cudaSuccess ||
         cudaStreamSynchronize(st) != cudaSuccess)
         return flint_err_set(err, FLINT_ERR_IO, "engine: the device-side acceptance failed: %s",
                              cudaGetErrorString(cudaGetLastError()));
+    flint_clock_waited_since(t_wait);
     if (d->dev_drafts) /* the drafted rows' tokens, for the host's bookkeeping (and benchmarks' forcing) */
         for (int r = 0; r < d->n_rows; r++)
             if (e->row_src[r] >= 0) e->row_tok[r] = H(e, row_tok, int32_t)[r];
@@ -205,10 +208,12 @@ int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, in
 }
 
 void flint_engine_dev_wait(flint_engine *e) {
+    const double t_wait = flint_clock_ms();
     flint_target_device_view v;
     flint_target_get_device_view(e->tgt, &v);
     if (v.stream) cudaStreamSynchronize((cudaStream_t)v.stream);
     if (e->dft) flint_drafter_wait(e->dft); /* its encodes run on a stream of their own */
+    flint_clock_waited_since(t_wait);
 }
 
 #else /* no CUDA backend: the host path only */

@@ -66,6 +66,7 @@ static void *rank_main(void *arg) {
 
 int flint_engine_forward(flint_engine *e, const flint_target_batch *b, flint_err *err) {
     flint_engine_tp *tp = e->tp;
+    e->n_forwards++;
     if (!tp || tp->n == 1) return flint_target_forward(e->tgt, b, err);
     pthread_mutex_lock(&tp->mu);
     tp->batch = b;
