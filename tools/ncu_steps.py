@@ -8,7 +8,7 @@ forward before it), and prints for the last N forwards the total and the kernels
 and grid, largest first. Times are ncu's: kernels run one at a time, so launch overlap and the
 gaps between kernels are not in them.
 
-  python3 tools/ncu_steps.py OUT/ncu.csv [--last 2] [--top 20]
+  python3 tools/ncu_steps.py OUT/ncu.csv [--last 2] [--top 20] [--totals] [--pick 3,9]
 """
 import argparse
 import collections
@@ -37,13 +37,19 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--last", type=int, default=2, help="forwards to print (default 2)")
     ap.add_argument("--top", type=int, default=20, help="kernel groups per forward (default 20)")
+    ap.add_argument("--totals", action="store_true", help="first one line per forward: its index, kernels, us")
+    ap.add_argument("--pick", default="", help="comma-separated forward indices (from --totals) to detail instead")
     a = ap.parse_args()
     ks = load(a.csv)
     starts = [i for i, k in enumerate(ks) if k[0] == "embed_kernel"]
     if not starts:
         sys.exit("ncu_steps: no embed_kernel in the profile (not a flint run?)")
     spans = list(zip(starts, starts[1:] + [len(ks)]))
-    for s, e in spans[-a.last:]:
+    if a.totals:
+        for i, (s, e) in enumerate(spans):
+            print(f"  forward {i:4d} at kernel {s:6d}: {e - s:4d} kernels, {sum(k[2] for k in ks[s:e]):9.1f} us")
+    picked = [spans[int(i)] for i in a.pick.split(",") if i] if a.pick else (spans[-a.last:] if a.last > 0 else [])
+    for s, e in picked:
         total = collections.defaultdict(float)
         count = collections.Counter()
         for name, grid, us in ks[s:e]:

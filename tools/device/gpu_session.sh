@@ -27,6 +27,7 @@ if ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
     [ -f "$nccl_dir/libnccl.so.2" ] || nccl_dir=$(dirname "$(find / -name libnccl.so.2 2>/dev/null | head -1)" 2>/dev/null)
     [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir" && echo "NCCL from $nccl_dir"
 fi
+BIN=${BIN:-.devbin} # another build of the binaries (A/B of two branches in one call)
 STEPS=${STEPS:-"kernels memcheck sampler drafter target tp bench spec8b eager"}
 SHAPE_ARGS=${SHAPE_ARGS:-"--model-shape qwen3-8b --context 1024 --batch-sizes 1,8,32,64 --q 1,8"}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -2
@@ -44,32 +45,32 @@ step() { # name timeout log command...
     summary+=$(printf '%-10s exit %d in %d s' "$name" "$rc" "$(( $(date +%s) - t0 ))")$'\n'
 }
 # shellcheck disable=SC2086
-step kernels 200 kernels.log .devbin/test_cuda_ops ${KERNEL_ARGS:-}
-step labsmall 120 labsmall.log .devbin/test_cuda_ops --lab-small
+step kernels 200 kernels.log $BIN/test_cuda_ops ${KERNEL_ARGS:-}
+step labsmall 120 labsmall.log $BIN/test_cuda_ops --lab-small
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
 [ -n "$san" ] && step memcheck 150 memcheck.log "$san" --tool memcheck --print-limit 20 --error-exitcode 3 \
-    .devbin/test_cuda_ops --quick --no-lab
-step sampler 120 sampler.log .devbin/test_sampler_cuda
-step drafter 180 drafter.log .devbin/test_drafter_cuda "$PWD"
-step target 240 target.log .devbin/test_target_cuda "$PWD"
-step tp 240 tp.log .devbin/test_tp_cuda "$PWD"
+    $BIN/test_cuda_ops --quick --no-lab
+step sampler 120 sampler.log $BIN/test_sampler_cuda
+step drafter 180 drafter.log $BIN/test_drafter_cuda "$PWD"
+step target 240 target.log $BIN/test_target_cuda "$PWD"
+step tp 240 tp.log $BIN/test_tp_cuda "$PWD"
 # shellcheck disable=SC2086
-step bench 300 bench.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
+step bench 300 bench.log $BIN/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
     --output "$OUT/bench.json"
 # the same table with the GEMMs' programmatic dependent launch off (A/B)
 # shellcheck disable=SC2086
-step benchab 300 benchab.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
+step benchab 300 benchab.log $BIN/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
     --gemm-pdl 0 --baseline none --output "$OUT/benchab.json"
 # the same table with the other kernels' programmatic dependent launch off (A/B)
 # shellcheck disable=SC2086
-step benchkp 300 benchkp.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
+step benchkp 300 benchkp.log $BIN/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
     --kernel-pdl 0 --baseline none --output "$OUT/benchkp.json"
 # the same table with the wgmma GEMM off (A/B)
 # shellcheck disable=SC2086
-step benchwg 300 benchwg.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
+step benchwg 300 benchwg.log $BIN/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
     --gemm-wgmma 0 --baseline none --output "$OUT/benchwg.json"
 # shellcheck disable=SC2086
-step bench2 300 bench2.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 20 \
+step bench2 300 bench2.log $BIN/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 20 \
     --tensor-parallel-size 2 --baseline none --output "$OUT/bench2.json"
 # the whole speculative step at qwen3-8b size: random target + a random DSpark-shaped drafter (5
 # layers, taps 1,9,17,25,33), acceptance forced to a mean AL of 3.41, K = 0 measured in the same run
@@ -77,7 +78,7 @@ if case " $STEPS " in *" spec8b "*|*" ncu "*) true ;; *) false ;; esac; then
     [ -f /tmp/d8b/model.safetensors ] || python3 tools/make_random_drafter.py qwen3-8b /tmp/d8b --layers 5 \
         --taps 1,9,17,25,33 --markov-rank 64 --dtype f16 > "$OUT/spec8b_make.log" 2>&1
 fi
-step spec8b 400 spec8b.log .devbin/flint bench --device cuda --load-format dummy --model-shape qwen3-8b \
+step spec8b 400 spec8b.log $BIN/flint bench --device cuda --load-format dummy --model-shape qwen3-8b \
     --speculative-config '{"model": "/tmp/d8b", "num_speculative_tokens": 7}' --synthetic-acceptance 3.41 \
     --batch-sizes ${SPEC_BATCHES:-1,8,32,64} --draft-lengths ${SPEC_KS:-1,3,5,7} --context 1024 --warmup 3 --steps 10 \
     ${SPEC_EXTRA:-} --output "$OUT/spec8b.json"
@@ -86,13 +87,13 @@ step spec8b 400 spec8b.log .devbin/flint bench --device cuda --load-format dummy
 EMB_ARGS="models/flint-tiny --device cuda --batch-sizes ${EMB_BATCHES:-1,8,32,64} --context 128 --dataset gsm8k \
 --warmup 10 --steps 60"
 # shellcheck disable=SC2086
-step embedded 300 embedded.log .devbin/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
+step embedded 300 embedded.log $BIN/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
     --draft-lengths 1,3,5,7 --output "$OUT/embedded.json"
 # shellcheck disable=SC2086
-step embedkp 300 embedkp.log .devbin/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
+step embedkp 300 embedkp.log $BIN/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
     --draft-lengths 1,3,5,7 --kernel-pdl 0 --output "$OUT/embedkp.json"
 # shellcheck disable=SC2086
-step embdyn 300 embdyn.log .devbin/flint bench $EMB_ARGS --speculative-config \
+step embdyn 300 embdyn.log $BIN/flint bench $EMB_ARGS --speculative-config \
     '{"model": "models/flint-tiny-dspark", "num_speculative_tokens": 7, "dynamic_draft": true}' --draft-lengths 7 \
     --output "$OUT/embdyn.json"
 # per-kernel GPU times of a few eager steps (Nsight Compute, one metric, caches and clocks left
@@ -102,11 +103,11 @@ step embdyn 300 embdyn.log .devbin/flint bench $EMB_ARGS --speculative-config \
 ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 # shellcheck disable=SC2086
 [ -n "$ncu_bin" ] && step ncu 500 ncu.log "$ncu_bin" --clock-control none --cache-control none \
-    ${NCU_OPTS:---metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu.csv"} .devbin/flint ${NCU_ARGS:-bench --device cuda \
+    ${NCU_OPTS:---metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu.csv"} $BIN/flint ${NCU_ARGS:-bench --device cuda \
     --load-format dummy --model-shape qwen3-8b --speculative-config '{"model": "/tmp/d8b", "num_speculative_tokens": 7}' \
     --synthetic-acceptance 3.41 --batch-sizes 1 --draft-lengths 7 --context 1024 --warmup 0 --steps 2 --enforce-eager}
 # shellcheck disable=SC2086
-step eager 150 eager.log .devbin/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 10 \
+step eager 150 eager.log $BIN/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 10 \
     --enforce-eager --baseline none
 echo "== summary"
 printf '%s' "$summary"
