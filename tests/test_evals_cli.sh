@@ -10,7 +10,7 @@
 # - ab: both arms' reports; an A/A run (one drafter on both arms) gives identical outputs, zero
 #   differences and "no significant difference" for two seeds;
 # - bench: the grid, K = 0 baseline with speed-up 1, synthetic rates 1 and 0 giving AL K + 1 and 1,
-#   AL -> rate conversion;
+#   AL -> rate conversion, --rounds (pooled rounds, the engine's host time per step);
 # - bad input: exit status 1 with a one-line message (2 for usage errors).
 # Runs in about 20 s on 2 cores; --threads 1 keeps OpenMP from fighting other jobs for the cores.
 set -u
@@ -165,6 +165,10 @@ run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-leng
 run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-lengths 3 --synthetic-per-position 0,0,0 \
   "${BE[@]}" --output "$tmp/b3.json" --quiet
 run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-lengths 1 "${BE[@]}" --output "$tmp/b4.json" --quiet
+# interleaved rounds: the sweep twice (K = 0, 1, then 1, 0), each point's steps pooled
+run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-lengths 1 --synthetic-per-position 1 \
+  "${BE[@]}" --rounds 2 --output "$tmp/b5.json"
+grep -q "^2 rounds, every other one in reverse order" "$tmp/out" && ok || bad "bench --rounds 2: no rounds line"
 # a given cost model where a draft pass costs 1000 s: once the gate has its estimates (8 drafting
 # steps, in the warm-up) the timed steps skip the drafter but for a probe at most
 run "$FLINT" bench "$M" --speculative-config "{\"model\": \"$tmp/d0\", \"dynamic_draft\": true, \"dynamic_cost\": {\"fixed_ms\": 1, \"draft_ms\": 1e6}}" \
@@ -189,6 +193,12 @@ assert full["measured_acceptance_length"] == 4 and full["tokens_per_step"] == 8,
 assert none["measured_acceptance_length"] == 1 and none["tokens_per_step"] == 2, none
 real = json.load(open(f"{d}/b4.json"))
 assert real["config"]["acceptance"] == "real" and len(real["rows"]) == 2
+two = json.load(open(f"{d}/b5.json"))
+assert two["config"]["rounds"] == 2 and [(r["batch"], r["k"]) for r in two["rows"]] == [(2, 0), (2, 1)], two
+k1 = two["rows"][1]   # every draft accepted in both rounds: 2 tokens a request a step
+assert k1["measured_acceptance_length"] == 2 and k1["tokens_per_step"] == 4, k1
+for r in two["rows"] + real["rows"]:   # the engine's host time, on the CPU the whole step
+    assert 0 < r["host_us_per_step"] <= 1e3 * r["mean_step_ms"] * 1.05, r
 r = ET.parse(f"{d}/b1.svg").getroot()
 assert len(r.findall(".//{http://www.w3.org/2000/svg}polyline")) == 3   # K = 0, 2, 4
 print("bench grid, baseline, synthetic acceptance")
