@@ -683,6 +683,68 @@ static void test_reference(void) {
     cJSON_Delete(fx);
 }
 
+/* ==== pruning only where verify rows cost (schedule.c's prunes) ==== */
+
+/* Two given cost models where drafting itself is free. Rows free (1 ms a step whatever its rows):
+ * a drafting step keeps its drafts whole, every request verifying the K = 7 it drafted (but for
+ * the last steps of a request, capped by its tokens left). Rows dear (0.1 ms + 1 ms a row): the
+ * steps prune by confidence, and at that price the scheduler admits no draft (a draft row would
+ * have to bring more than a row's share of the expected tokens), so only probes (which verify
+ * their FLINT_DYN_PROBE_REQS requests' drafts whole, to observe them) verify any. Greedy output
+ * stays the target's in both. */
+static void test_prune(void) {
+    char *q[NPROBE];
+    int32_t *pid[NPROBE];
+    int plen[NPROBE];
+    if (load_turns(FLINT_SOURCE_DIR "/evals/data/mt_bench.jsonl", NPROBE, q) != NPROBE) return;
+    flint_engine *e = open_engine(NULL, 0, 8);
+    if (!e) return;
+    for (int i = 0; i < NPROBE; i++)
+        if (chat_ids(flint_engine_tokenizer(e), q[i], &pid[i], &plen[i])) return;
+    static int32_t ref[NPROBE][TPROBE], got[NPROBE][TPROBE];
+    int lr[NPROBE], lg[NPROBE];
+    flint_request_params prm[NPROBE];
+    for (int i = 0; i < NPROBE; i++) {
+        flint_request_params_default(&prm[i]);
+        prm[i].max_tokens = TPROBE;
+        prm[i].ignore_eos = 1;
+        prm[i].sampling.temperature = 0.0f;
+    }
+    run(e, NPROBE, NPROBE, pid, plen, prm, &ref[0][0], TPROBE, lr, NULL);
+    flint_engine_close(e);
+    static const double costs[2][3] = {{1.0, 0.0, 0.0}, {0.1, 1.0, 0.0}};
+    for (int c = 0; c < 2; c++) {
+        g_dynamic = 1;
+        memcpy(g_cost, costs[c], sizeof g_cost);
+        e = open_engine(DSP, 7, 8);
+        g_dynamic = 0;
+        memset(g_cost, 0, sizeof g_cost);
+        if (!e) return;
+        flint_spec_stats per[NPROBE];
+        memset(per, 0, sizeof per);
+        const flint_spec_stats st = run(e, NPROBE, NPROBE, pid, plen, prm, &got[0][0], TPROBE, lg, per);
+        int64_t hist[FLINT_MAX_DRAFT + 1];
+        flint_engine_step_k_hist(e, hist);
+        const int64_t probes = flint_engine_probe_steps(e);
+        flint_engine_close(e);
+        for (int i = 0; i < NPROBE; i++)
+            CHECKF(lr[i] == TPROBE && lg[i] == TPROBE && !memcmp(ref[i], got[i], sizeof ref[i]),
+                   "rows %s: request %d's greedy tokens differ from the target's", c ? "dear" : "free", i);
+        printf("rows %s: %lld steps at K = 7 (%lld probes) of %lld; %lld request-steps verified drafts, %lld draft "
+               "tokens\n", c ? "dear" : "free", (long long)hist[7], (long long)probes, (long long)(hist[0] + hist[7]),
+               (long long)st.steps, (long long)st.draft_tokens);
+        if (c == 0)
+            CHECKF(hist[7] > 0 && st.steps > 0 && st.draft_tokens >= 6 * st.steps,
+                   "rows free: drafts were pruned (%lld tokens over %lld request-steps)", (long long)st.draft_tokens,
+                   (long long)st.steps);
+        else
+            CHECKF(hist[7] > probes && st.steps <= FLINT_DYN_PROBE_REQS * probes,
+                   "rows dear: %lld request-steps verified drafts in %lld drafting steps, %lld of them probes (no "
+                   "pruning?)", (long long)st.steps, (long long)hist[7], (long long)probes);
+    }
+    for (int i = 0; i < NPROBE; i++) free(q[i]), free(pid[i]);
+}
+
 int main(int argc, char **argv) {
     const char *part = argc > 1 ? argv[1] : "all";
     int all = !strcmp(part, "all");
@@ -692,6 +754,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(part, "sampling")) test_sampling();
     if (all || !strcmp(part, "pinned")) test_pinned();
     if (all || !strcmp(part, "probe")) test_probe();
+    if (all || !strcmp(part, "prune")) test_prune();
     if (all || !strcmp(part, "layout")) {
         char dir[] = "/tmp/flint_layout_XXXXXX";
         if (!mkdtemp(dir)) return 1;
