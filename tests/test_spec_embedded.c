@@ -295,52 +295,74 @@ enum { NPROBE = 8, TPROBE = 128 };
  * the dynamic engine draft only in probes once its estimates are in: then at most
  * FLINT_DYN_PROBE_REQS (4) of the 8 requests draft, where a full drafting step has all 8. Greedy
  * output stays the target's own. */
-static void test_probe(void) {
+/* The probe and prune parts: NPROBE greedy mt_bench requests, their target-only tokens, and a
+ * dynamic engine (K = 7) under a given cost model run over them. */
+typedef struct dyn_case {
     char *q[NPROBE];
     int32_t *pid[NPROBE];
-    int plen[NPROBE];
-    if (load_turns(FLINT_SOURCE_DIR "/evals/data/mt_bench.jsonl", NPROBE, q) != NPROBE) return;
-    flint_engine *e = open_engine(NULL, 0, 8); /* target only: the reference */
-    if (!e) return;
-    for (int i = 0; i < NPROBE; i++)
-        if (chat_ids(flint_engine_tokenizer(e), q[i], &pid[i], &plen[i])) return;
-    static int32_t ref[NPROBE][TPROBE], got[NPROBE][TPROBE];
-    int lr[NPROBE], lg[NPROBE];
+    int plen[NPROBE], lr[NPROBE], lg[NPROBE];
+    int32_t ref[NPROBE][TPROBE], got[NPROBE][TPROBE];
     flint_request_params prm[NPROBE];
+} dyn_case;
+
+static int dyn_setup(dyn_case *c) {
+    if (load_turns(FLINT_SOURCE_DIR "/evals/data/mt_bench.jsonl", NPROBE, c->q) != NPROBE) return -1;
+    flint_engine *e = open_engine(NULL, 0, 8); /* target only: the reference */
+    if (!e) return -1;
+    for (int i = 0; i < NPROBE; i++)
+        if (chat_ids(flint_engine_tokenizer(e), c->q[i], &c->pid[i], &c->plen[i])) return -1;
     for (int i = 0; i < NPROBE; i++) {
-        flint_request_params_default(&prm[i]);
-        prm[i].max_tokens = TPROBE;
-        prm[i].ignore_eos = 1;
-        prm[i].sampling.temperature = 0.0f;
+        flint_request_params_default(&c->prm[i]);
+        c->prm[i].max_tokens = TPROBE;
+        c->prm[i].ignore_eos = 1;
+        c->prm[i].sampling.temperature = 0.0f;
     }
-    run(e, NPROBE, NPROBE, pid, plen, prm, &ref[0][0], TPROBE, lr, NULL);
+    run(e, NPROBE, NPROBE, c->pid, c->plen, c->prm, &c->ref[0][0], TPROBE, c->lr, NULL);
     flint_engine_close(e);
+    return 0;
+}
+
+/* The dynamic engine under cost (fixed, per row, per draft pass ms) over the requests: its pooled
+ * statistics, per-request ones, steps by K_step and probes; greedy output checked against the
+ * target's. Returns 0 when it ran. */
+static int dyn_run(dyn_case *c, const double cost[3], const char *what, flint_spec_stats *st,
+                   flint_spec_stats per[NPROBE], int64_t hist[FLINT_MAX_DRAFT + 1], int64_t *probes) {
     g_dynamic = 1;
-    g_cost[0] = 0.3, g_cost[1] = 0.0, g_cost[2] = 0.6;
-    e = open_engine(DSP, 7, 8);
+    memcpy(g_cost, cost, sizeof g_cost);
+    flint_engine *e = open_engine(DSP, 7, 8);
     g_dynamic = 0;
     memset(g_cost, 0, sizeof g_cost);
-    if (!e) return;
-    flint_spec_stats per[NPROBE];
-    memset(per, 0, sizeof per);
-    run(e, NPROBE, NPROBE, pid, plen, prm, &got[0][0], TPROBE, lg, per);
-    int64_t hist[FLINT_MAX_DRAFT + 1];
+    if (!e) return -1;
+    memset(per, 0, sizeof(flint_spec_stats) * NPROBE);
+    *st = run(e, NPROBE, NPROBE, c->pid, c->plen, c->prm, &c->got[0][0], TPROBE, c->lg, per);
     flint_engine_step_k_hist(e, hist);
-    const int64_t probes = flint_engine_probe_steps(e);
+    *probes = flint_engine_probe_steps(e);
     flint_engine_close(e);
+    for (int i = 0; i < NPROBE; i++)
+        CHECKF(c->lr[i] == TPROBE && c->lg[i] == TPROBE && !memcmp(c->ref[i], c->got[i], sizeof c->ref[i]),
+               "%s: request %d's greedy tokens differ from the target's", what, i);
+    return 0;
+}
+
+static void dyn_free(dyn_case *c) {
+    for (int i = 0; i < NPROBE; i++) free(c->q[i]), free(c->pid[i]);
+}
+
+static void test_probe(void) {
+    static dyn_case c;
+    flint_spec_stats st, per[NPROBE];
+    int64_t hist[FLINT_MAX_DRAFT + 1], probes;
+    static const double cost[3] = {0.3, 0.0, 0.6};
+    if (dyn_setup(&c) || dyn_run(&c, cost, "probes", &st, per, hist, &probes)) return;
     int64_t drafted = 0; /* (request, step) pairs that drafted */
-    for (int i = 0; i < NPROBE; i++) {
-        CHECKF(lr[i] == TPROBE && lg[i] == TPROBE && !memcmp(ref[i], got[i], sizeof ref[i]),
-               "request %d: greedy tokens with probes differ from the target's", i);
-        drafted += per[i].steps;
-    }
+    for (int i = 0; i < NPROBE; i++) drafted += per[i].steps;
     printf("probes: %lld of %lld drafting steps (%lld at K = 0); %lld request-steps drafted\n", (long long)probes,
            (long long)hist[7], (long long)hist[0], (long long)drafted);
     CHECKF(probes > 0 && hist[0] > probes, "no probe among mostly K = 0 steps: the cost model did not make "
                                            "drafting dear, or the gate never explored");
     CHECKF(drafted <= NPROBE * (hist[7] - probes) + FLINT_DYN_PROBE_REQS * probes,
            "more than %d requests drafted in a probe", FLINT_DYN_PROBE_REQS);
-    for (int i = 0; i < NPROBE; i++) free(q[i]), free(pid[i]);
+    dyn_free(&c);
 }
 
 /* ==== sampling: the first three tokens' distribution does not change with speculation ==== */
@@ -693,47 +715,18 @@ static void test_reference(void) {
  * their FLINT_DYN_PROBE_REQS requests' drafts whole, to observe them) verify any. Greedy output
  * stays the target's in both. */
 static void test_prune(void) {
-    char *q[NPROBE];
-    int32_t *pid[NPROBE];
-    int plen[NPROBE];
-    if (load_turns(FLINT_SOURCE_DIR "/evals/data/mt_bench.jsonl", NPROBE, q) != NPROBE) return;
-    flint_engine *e = open_engine(NULL, 0, 8);
-    if (!e) return;
-    for (int i = 0; i < NPROBE; i++)
-        if (chat_ids(flint_engine_tokenizer(e), q[i], &pid[i], &plen[i])) return;
-    static int32_t ref[NPROBE][TPROBE], got[NPROBE][TPROBE];
-    int lr[NPROBE], lg[NPROBE];
-    flint_request_params prm[NPROBE];
-    for (int i = 0; i < NPROBE; i++) {
-        flint_request_params_default(&prm[i]);
-        prm[i].max_tokens = TPROBE;
-        prm[i].ignore_eos = 1;
-        prm[i].sampling.temperature = 0.0f;
-    }
-    run(e, NPROBE, NPROBE, pid, plen, prm, &ref[0][0], TPROBE, lr, NULL);
-    flint_engine_close(e);
+    static dyn_case c;
+    if (dyn_setup(&c)) return;
     static const double costs[2][3] = {{1.0, 0.0, 0.0}, {0.1, 1.0, 0.0}};
-    for (int c = 0; c < 2; c++) {
-        g_dynamic = 1;
-        memcpy(g_cost, costs[c], sizeof g_cost);
-        e = open_engine(DSP, 7, 8);
-        g_dynamic = 0;
-        memset(g_cost, 0, sizeof g_cost);
-        if (!e) return;
-        flint_spec_stats per[NPROBE];
-        memset(per, 0, sizeof per);
-        const flint_spec_stats st = run(e, NPROBE, NPROBE, pid, plen, prm, &got[0][0], TPROBE, lg, per);
-        int64_t hist[FLINT_MAX_DRAFT + 1];
-        flint_engine_step_k_hist(e, hist);
-        const int64_t probes = flint_engine_probe_steps(e);
-        flint_engine_close(e);
-        for (int i = 0; i < NPROBE; i++)
-            CHECKF(lr[i] == TPROBE && lg[i] == TPROBE && !memcmp(ref[i], got[i], sizeof ref[i]),
-                   "rows %s: request %d's greedy tokens differ from the target's", c ? "dear" : "free", i);
-        printf("rows %s: %lld steps at K = 7 (%lld probes) of %lld; %lld request-steps verified drafts, %lld draft "
-               "tokens\n", c ? "dear" : "free", (long long)hist[7], (long long)probes, (long long)(hist[0] + hist[7]),
+    for (int k = 0; k < 2; k++) {
+        const char *what = k ? "rows dear" : "rows free";
+        flint_spec_stats st, per[NPROBE];
+        int64_t hist[FLINT_MAX_DRAFT + 1], probes;
+        if (dyn_run(&c, costs[k], what, &st, per, hist, &probes)) return;
+        printf("%s: %lld steps at K = 7 (%lld probes) of %lld; %lld request-steps verified drafts, %lld draft "
+               "tokens\n", what, (long long)hist[7], (long long)probes, (long long)(hist[0] + hist[7]),
                (long long)st.steps, (long long)st.draft_tokens);
-        if (c == 0)
+        if (k == 0)
             CHECKF(hist[7] > 0 && st.steps > 0 && st.draft_tokens >= 6 * st.steps,
                    "rows free: drafts were pruned (%lld tokens over %lld request-steps)", (long long)st.draft_tokens,
                    (long long)st.steps);
@@ -742,7 +735,7 @@ static void test_prune(void) {
                    "rows dear: %lld request-steps verified drafts in %lld drafting steps, %lld of them probes (no "
                    "pruning?)", (long long)st.steps, (long long)hist[7], (long long)probes);
     }
-    for (int i = 0; i < NPROBE; i++) free(q[i]), free(pid[i]);
+    dyn_free(&c);
 }
 
 int main(int argc, char **argv) {
