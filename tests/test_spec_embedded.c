@@ -290,11 +290,6 @@ static void test_pinned(void) {
 
 enum { NPROBE = 8, TPROBE = 128 };
 
-/* A cost model where a verify row is free (the scheduler keeps every draft) but a draft pass costs
- * twice a step (0.3 ms + 0.6 per draft pass: the gate skips drafting at the pair's acceptance) makes
- * the dynamic engine draft only in probes once its estimates are in: then at most
- * FLINT_DYN_PROBE_REQS (4) of the 8 requests draft, where a full drafting step has all 8. Greedy
- * output stays the target's own. */
 /* The probe and prune parts: NPROBE greedy mt_bench requests, their target-only tokens, and a
  * dynamic engine (K = 7) under a given cost model run over them. */
 typedef struct dyn_case {
@@ -348,6 +343,11 @@ static void dyn_free(dyn_case *c) {
     for (int i = 0; i < NPROBE; i++) free(c->q[i]), free(c->pid[i]);
 }
 
+/* A cost model where a verify row is free (the scheduler keeps every draft) but a draft pass costs
+ * twice a step (0.3 ms + 0.6 per draft pass: the gate skips drafting at the pair's acceptance) makes
+ * the dynamic engine draft only in probes once its estimates are in: then at most
+ * FLINT_DYN_PROBE_REQS (4) of the 8 requests draft, where a full drafting step has all 8. Greedy
+ * output stays the target's own. */
 static void test_probe(void) {
     static dyn_case c;
     flint_spec_stats st, per[NPROBE];
