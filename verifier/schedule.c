@@ -309,7 +309,7 @@ int flint_engine_pick_k(flint_engine *e, int n) {
 
 void flint_engine_dyn_describe(const flint_engine *e, int n, char *buf, size_t cap) {
     size_t m = 0;
-#define PUT(...) (m += (size_t)snprintf(buf + m, m < cap ? cap - m : 0, __VA_ARGS__))
+#define PUT(...) (m += (size_t)snprintf(buf + (m < cap ? m : cap), m < cap ? cap - m : 0, __VA_ARGS__))
     PUT("n %d: plain %.3f ms;", n, with_off(e, 0, verify_ms(e, n)));
     for (int k = 1; k <= e->K; k++) {
         double E, r;

@@ -317,7 +317,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         e->host.encode_ms += host_since(t0, w0);
     }
     /* the step's wall time (its encode is still in flight: the next step's first wait pays it,
-     * and steps of one kind follow each other, so the scale absorbs it) */
+     * and steps of one kind follow each other, so its kind's offset absorbs it) */
     /* measured models only (given ones stay as given); not a step the scheduler chose K = 0 for
      * while pinned sessions drafted, nor a probe: their times are neither choice's (a probe's
      * sets how often probes come: schedule.c) */

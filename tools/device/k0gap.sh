@@ -7,17 +7,14 @@
 #   BIN=.devbin K0_BATCHES=8,64 bash tools/device/k0gap.sh  ->  $OUT/k0*.log
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/out}
 BIN=${BIN:-.devbin}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/.devlibs/lib:${LD_LIBRARY_PATH:-}"
+. tools/device/common.sh
 SPEC='{"model": "models/flint-tiny-dspark", "num_speculative_tokens": 7, "dynamic_draft": true, "dynamic_cost": {"fixed_ms": 1, "row_ms": 0, "draft_ms": 1000000}}'
 ARGS="models/flint-tiny --device cuda --context 128 --dataset gsm8k"
 # shellcheck disable=SC2086
 timeout 200 $BIN/flint bench $ARGS --batch-sizes ${K0_BATCHES:-8,64} --warmup 10 --steps 50 --rounds 4 --profile \
     --speculative-config "$SPEC" --draft-lengths 7 > "$OUT/k0prof.log" 2>&1
 echo "k0prof rc $?"; sed -n 3,12p "$OUT/k0prof.log"; grep -A 14 "step profile" "$OUT/k0prof.log"
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "no ncu"; exit 0; }
 # one process: the drafter-free engine's forwards first, then the dynamic one's (K = 0 after warm-up)
 # shellcheck disable=SC2086

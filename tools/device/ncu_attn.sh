@@ -5,10 +5,7 @@
 #   OUT=/tmp/out bash tools/device/ncu_attn.sh   (binaries in .devbin, as gpu_session.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/.devlibs/lib:${LD_LIBRARY_PATH:-}"
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+. tools/device/common.sh
 echo "ncu: $ncu"
 timeout 300 $ncu -f --clock-control none -k 'regex:attn_tc_kernel|attn_merge_kernel' --launch-skip 100 --launch-count 2 \
   --section WarpStateStats --section SourceCounters --section LaunchStats --section Occupancy --section SpeedOfLight \

@@ -5,10 +5,7 @@
 #   OUT=/tmp/out bash tools/device/ncu_verify.sh   (binaries in .devbin, as gpu_session.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/.devlibs/lib:${LD_LIBRARY_PATH:-}"
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+. tools/device/common.sh
 for q in ${NCU_QS:-1 8}; do
     timeout 250 "$ncu" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
         --log-file "$OUT/ncu_q$q.csv" .devbin/flint bench --device cuda --load-format dummy --model-shape qwen3-8b \
