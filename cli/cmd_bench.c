@@ -40,6 +40,8 @@ static void usage(FILE *f) {
             "  --dataset D                 prompt text source (default sharegpt); --data-dir DIR\n"
             "  --output FILE               write FILE (JSON) and FILE's .svg sibling\n"
             "  --device cpu|cuda           where the target runs (default cpu); --enforce-eager: no CUDA graphs\n"
+            "  --split-step                cuda: drafting steps as separate launches (draft, verify, decisions,\n"
+            "                              encode) instead of one captured graph, for A/B\n"
             "  --load-format dummy --model-shape NAME   (with --device cuda) time the CUDA target's verify step at a\n"
             "                              real model's shape (qwen3-8b, qwen3-0.6b) with random weights and KV, over\n"
             "                              --batch-sizes x --q (default 1,8) at --context, against the PyTorch decoder\n"

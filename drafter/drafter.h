@@ -156,6 +156,33 @@ void flint_drafter_wait(flint_drafter *d);
 int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
                         const int32_t *const *block_tables, int n_seqs, flint_drafter_out *out, flint_err *err);
 
+/* The CUDA drafter's part of the engine's one-graph step (issue #8, verifier/step_cuda.c), split
+ * as the target's forward (flint_target_plan / stage / enqueue). flint_drafter_plan_draft: the
+ * shape of a draft of up to n_reqs requests and n_steps drafts each, q written when with_q
+ * (requests padded to a bucket unless enforce_eager, the attention bound at the longest context,
+ * the tables that travel). flint_drafter_step_prepare, before staging (outside any capture):
+ * encodes the held rows and makes the target's stream wait for the encodes queued on the
+ * drafter's own stream. flint_drafter_stage_draft checks the requests as flint_drafter_draft does,
+ * and that they fit shape l, and stages them. flint_drafter_enqueue_draft queues the upload and
+ * every kernel of that draft on the target's stream (the work flint_drafter_draft does with
+ * tokens_on_device); flint_drafter_device_tokens then holds its drafts (stride l->reqs).
+ * flint_drafter_enqueue_encode queues the encode of rows 0..n_rows-1 of the target's device taps
+ * at the device arrays pos / row_seq / tables (stride bt_stride: the target's last forward,
+ * flint_target_device_view), forked to the drafter's stream and joined back: rows whose position
+ * is not committed write entries that no draft reads before they are written again. CUDA builds
+ * only. */
+typedef struct flint_drafter_launch {
+    int reqs, n_steps, ctx, with_q, n_tables;
+} flint_drafter_launch;
+void flint_drafter_plan_draft(const flint_drafter *d, int n_reqs, int n_steps, int with_q, flint_drafter_launch *l);
+int flint_drafter_step_prepare(flint_drafter *d, const int32_t *const *block_tables, flint_err *err);
+int flint_drafter_stage_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
+                              const int32_t *const *block_tables, int n_seqs, const flint_drafter_launch *l,
+                              flint_err *err);
+int flint_drafter_enqueue_draft(flint_drafter *d, const flint_drafter_launch *l, flint_err *err);
+int flint_drafter_enqueue_encode(flint_drafter *d, int n_rows, const float *taps_device, const int32_t *pos,
+                                 const int32_t *row_seq, const int32_t *tables, int bt_stride, flint_err *err);
+
 /* Captured graphs of the CUDA drafter (zeros on the CPU): how many are held now (encode and draft
  * together), how many captures were made since open and the seconds they took, and the device
  * memory the held ones took (measured as flint_target_graph_info's). */

@@ -87,6 +87,8 @@ void flint_drafter_cuda_free(flint_drafter *d);
 size_t flint_drafter_cuda_bytes(const flint_drafter *d);
 int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b, flint_err *err);
 int flint_drafter_flush_cuda(flint_drafter *d, const int32_t *const *block_tables, flint_err *err);
+int flint_drafter_stage_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
+                                   const int32_t *const *block_tables, const flint_drafter_launch *l, flint_err *err);
 int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
                              const int32_t *const *block_tables, int n_seqs, flint_drafter_out *out, flint_err *err);
 

@@ -237,17 +237,13 @@ static void markov_loop(flint_drafter *d, int i, const flint_drafter_req *rq, fl
     }
 }
 
-int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs, const int32_t *const *bts,
-                        int n_seqs, flint_drafter_out *out, flint_err *err) {
+/* The requests of a draft call (flint_drafter_draft, flint_drafter_stage_draft). */
+static int check_reqs(const flint_drafter *d, int n_reqs, const flint_drafter_req *reqs, const int32_t *const *bts,
+                      int n_seqs, flint_err *err) {
     const flint_drafter_config *c = &d->cfg;
     if (n_reqs < 1 || n_reqs > d->opts.max_reqs)
         return flint_err_set(err, FLINT_ERR_INVALID, "drafter: %d requests is outside 1..%d", n_reqs, d->opts.max_reqs);
-    if (out && out->tokens_on_device && (!d->cuda || out->tokens || out->confidence || out->logits ||
-                                         out->base_logits || out->q))
-        return flint_err_set(err, FLINT_ERR_INVALID, "drafter: tokens_on_device needs a CUDA drafter and no host "
-                             "outputs");
-    if (!out || !bts || (!out->tokens && !out->tokens_on_device))
-        return flint_err_set(err, FLINT_ERR_INVALID, "drafter: outputs and block tables are required");
+    if (!bts) return flint_err_set(err, FLINT_ERR_INVALID, "drafter: block tables are required");
     for (int i = 0; i < n_reqs; i++) {
         const flint_drafter_req *q = &reqs[i];
         if (q->anchor < 0 || q->anchor >= c->vocab_size)
@@ -266,6 +262,34 @@ int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *r
             return flint_err_set(err, FLINT_ERR_INVALID, "drafter: request %d: bad temperature", i);
         if (q->pos > 0 && check_table(d, bts[q->seq], q->pos - 1, "draft", i, err)) return -1;
     }
+    return 0;
+}
+
+int flint_drafter_stage_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
+                              const int32_t *const *block_tables, int n_seqs, const flint_drafter_launch *l,
+                              flint_err *err) {
+    if (check_reqs(d, n_reqs, reqs, block_tables, n_seqs, err)) return -1;
+    if (n_reqs > l->reqs)
+        return flint_err_set(err, FLINT_ERR_INVALID, "drafter: %d requests for a shape of %d", n_reqs, l->reqs);
+    for (int i = 0; i < n_reqs; i++)
+        if (reqs[i].n_draft > l->n_steps)
+            return flint_err_set(err, FLINT_ERR_INVALID, "drafter: request %d: %d drafts for a shape of %d", i,
+                                 reqs[i].n_draft, l->n_steps);
+#ifdef FLINT_HAVE_CUDA
+    if (d->cuda) return flint_drafter_stage_draft_cuda(d, n_reqs, reqs, block_tables, l, err);
+#endif
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter: staging a draft needs the CUDA drafter");
+}
+
+int flint_drafter_draft(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs, const int32_t *const *bts,
+                        int n_seqs, flint_drafter_out *out, flint_err *err) {
+    if (out && out->tokens_on_device && (!d->cuda || out->tokens || out->confidence || out->logits ||
+                                         out->base_logits || out->q))
+        return flint_err_set(err, FLINT_ERR_INVALID, "drafter: tokens_on_device needs a CUDA drafter and no host "
+                             "outputs");
+    if (!out || !bts || (!out->tokens && !out->tokens_on_device))
+        return flint_err_set(err, FLINT_ERR_INVALID, "drafter: outputs and block tables are required");
+    if (check_reqs(d, n_reqs, reqs, bts, n_seqs, err)) return -1;
 #ifdef FLINT_HAVE_CUDA
     if (d->cuda) return flint_drafter_draft_cuda(d, n_reqs, reqs, bts, n_seqs, out, err);
 #endif

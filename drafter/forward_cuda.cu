@@ -358,6 +358,9 @@ struct flint_drafter_cuda {
     cudaStream_t es;
     cudaEvent_t queued, gathered, encoded;
     cudaEvent_t held_up;        /* the last upload of h_held_src has left it (target's stream) */
+    cudaEvent_t fork, join;     /* a step's encode forked from the target's stream to es and back
+                                 * (flint_drafter_enqueue_encode; captured as graph edges) */
+    int es_queued;              /* an encode went to es since the target's stream last waited for it */
     int32_t *h_toks;            /* pinned [max_draft][max_reqs] */
     float *h_conf;              /* pinned [max_reqs][max_draft] */
     int32_t *h_seq_map;         /* [max_tables] caller sequence of each renumbered one, */
@@ -597,6 +600,8 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
     CUDA_OK(cudaEventCreateWithFlags(&g->gathered, cudaEventDisableTiming), "event");
     CUDA_OK(cudaEventCreateWithFlags(&g->encoded, cudaEventDisableTiming), "event");
     CUDA_OK(cudaEventCreateWithFlags(&g->held_up, cudaEventDisableTiming), "event");
+    CUDA_OK(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming), "event");
+    CUDA_OK(cudaEventCreateWithFlags(&g->join, cudaEventDisableTiming), "event");
     /* the staging block starts defined, with the sink's table (every entry the sink block id) in
      * the slot past the call tables; calls upload only a prefix ending before it, so the device
      * copy made here stays */
@@ -651,6 +656,8 @@ void flint_drafter_cuda_free(flint_drafter *d) {
     if (g->gathered) cudaEventDestroy(g->gathered);
     if (g->encoded) cudaEventDestroy(g->encoded);
     if (g->held_up) cudaEventDestroy(g->held_up);
+    if (g->fork) cudaEventDestroy(g->fork);
+    if (g->join) cudaEventDestroy(g->join);
     if (g->es) {
         flint_cuda_gemm_scratch_unbind((flint_cuda_stream)g->es);
         cudaStreamDestroy(g->es);
@@ -670,7 +677,8 @@ size_t flint_drafter_cuda_bytes(const flint_drafter *d) { return d->cuda ? d->cu
 
 /* g->taps_b [R][n_taps H] (bf16, filled by the caller) -> fc -> hidden_norm -> per layer K = RoPE(k_norm(Wk ctx)), V = Wv ctx
  * into the context pool at pos[r] of sequence row_seq[r] (tables [.][bt_stride]). */
-static void encode_device(flint_drafter *d, int R, const int32_t *pos, const int32_t *row_seq, const int32_t *tables) {
+static void encode_device(flint_drafter *d, int R, const int32_t *pos, const int32_t *row_seq, const int32_t *tables,
+                          int bt_stride) {
     const flint_drafter_config *c = &d->cfg;
     struct flint_drafter_cuda *g = d->cuda;
     flint_cuda_stream s = (flint_cuda_stream)g->es;
@@ -683,7 +691,7 @@ static void encode_device(flint_drafter *d, int R, const int32_t *pos, const int
         /* the k|v rows of the fused q|k|v weight: context rows need no query */
         flint_cuda_gemm_tc(g->ckv, 2 * kvd, g->ctxn, H, ly->wqkv + flint_cuda_gemm_packed_offset(d->q_dim, H), R,
                            2 * kvd, H, 0, s);
-        const flint_cuda_kv_dst kv = {kc, vc, 0, kvd, d->nkv, row_seq, tables, g->bt_stride, d->block};
+        const flint_cuda_kv_dst kv = {kc, vc, 0, kvd, d->nkv, row_seq, tables, bt_stride, d->block};
         flint_cuda_qk_norm_rope_store(g->ckv, 2 * kvd, R, d->nkv, ly->k_norm, 0, NULL, c->head_dim, c->rms_norm_eps,
                                       g->rope_cos, g->rope_sin, pos, &kv, s);
     }
@@ -821,7 +829,7 @@ static int pad_bucket(int n, int cap) {
  * batch from the device staging block: what an encode graph captures (on es), and the eager path. */
 static void launch_encode(flint_drafter *d, const dgraph_key *k) {
     struct flint_drafter_cuda *g = d->cuda;
-    encode_device(d, k->rows, DP(g, e_pos, int32_t), DP(g, e_row_seq, int32_t), DP(g, tables, int32_t));
+    encode_device(d, k->rows, DP(g, e_pos, int32_t), DP(g, e_row_seq, int32_t), DP(g, tables, int32_t), g->bt_stride);
 }
 
 /* Every kernel of one draft over k->rows requests (backbone, then k->n_steps Markov steps): what a
@@ -948,6 +956,7 @@ static int encode_rows(flint_drafter *d, const dgraph_key *k, int graphed, flint
         launch_encode(d, k);
     }
     CUDA_OK(cudaEventRecord(g->encoded, g->es), "event");
+    g->es_queued = 1;
     return 0;
 }
 
@@ -1083,6 +1092,41 @@ static int download_rows(float *dst, size_t dst_pitch, const float *src, size_t 
     return 0;
 }
 
+/* The requests into the staging block, padded to np: padded requests draft from anchor 0 at
+ * position 0 (no context is read) of the sink table, greedy, so they write no q; spos is laid out
+ * [max_draft][np]. *n_used: tables staged; *max_ctx, *n_steps: the attention bound and the Markov
+ * steps the real requests need. */
+static void stage_reqs(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs, const int32_t *const *bts, int np,
+                       int *n_used, int *max_ctx, int *n_steps) {
+    struct flint_drafter_cuda *g = d->cuda;
+    const flint_drafter_config *c = &d->cfg;
+    const int B = c->block_size, K = c->max_draft;
+    int32_t *tok = HP(g, tok, int32_t), *pos = HP(g, pos, int32_t), *rs = HP(g, row_seq, int32_t);
+    int32_t *anchor = HP(g, anchor, int32_t), *greedy = HP(g, greedy, int32_t);
+    float *temp = HP(g, temp, float);
+    uint64_t *seed = HP(g, seed, uint64_t);
+    int64_t *spos = HP(g, spos, int64_t);
+    for (int i = 0; i < np; i++) {
+        const flint_drafter_req *q = i < n_reqs ? &reqs[i] : NULL;
+        int P = q ? q->pos : 0;
+        /* blocks covering the context positions 0..P-1 */
+        int si = q ? stage_table(g, n_used, q->seq, bts[q->seq], (P + d->block - 1) / d->block) : g->max_tables;
+        for (int j = 0; j < B; j++) {
+            tok[i * B + j] = j ? c->mask_token_id : q ? q->anchor : 0;
+            pos[i * B + j] = P + j;
+            rs[i * B + j] = si;
+        }
+        anchor[i] = q ? q->anchor : 0;
+        greedy[i] = q ? q->greedy || q->temperature == 0.0f : 1;
+        temp[i] = greedy[i] ? 1.0f : q->temperature;
+        seed[i] = q ? q->seed : 0;
+        for (int k = 0; k < K; k++) spos[(size_t)k * np + i] = (int64_t)P + 1 + k;
+        if (!q) continue;
+        if (P + B > *max_ctx) *max_ctx = P + B;
+        if (q->n_draft > *n_steps) *n_steps = q->n_draft;
+    }
+}
+
 /* A captured draft pads the requests to a bucket (np of them): padded requests draft from anchor 0
  * at position 0 (no context is read) of the sink table, greedy, so they write no q; every array
  * laid out by the request count (toks [n_steps][np], spos [max_draft][np]) uses np, here and in
@@ -1096,36 +1140,15 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
     CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
     /* the context the last encode wrote, and its reads of dpar done before this upload rewrites it */
     CUDA_OK(cudaStreamWaitEvent(g->stream, g->encoded, 0), "draft waits for the encode");
+    g->es_queued = 0;
     int B = c->block_size, K = c->max_draft, V = c->vocab_size, Vd = c->draft_vocab_size;
     int first = c->layout == FLINT_DRAFT_FILL_IN ? 1 : 0;
     int n_used = 0, max_ctx = 1, n_steps = 0;
     (void)n_seqs;
     const int graphed = !d->opts.enforce_eager && !out->logits && !out->base_logits;
     const int np = graphed ? pad_bucket(n_reqs, d->opts.max_reqs) : n_reqs;
-    int32_t *tok = HP(g, tok, int32_t), *pos = HP(g, pos, int32_t), *rs = HP(g, row_seq, int32_t);
-    int32_t *anchor = HP(g, anchor, int32_t), *greedy = HP(g, greedy, int32_t);
-    float *temp = HP(g, temp, float);
-    uint64_t *seed = HP(g, seed, uint64_t);
-    int64_t *spos = HP(g, spos, int64_t);
-    for (int i = 0; i < np; i++) {
-        const flint_drafter_req *q = i < n_reqs ? &reqs[i] : NULL;
-        int P = q ? q->pos : 0;
-        /* blocks covering the context positions 0..P-1 */
-        int si = q ? stage_table(g, &n_used, q->seq, bts[q->seq], (P + d->block - 1) / d->block) : g->max_tables;
-        for (int j = 0; j < B; j++) {
-            tok[i * B + j] = j ? c->mask_token_id : q ? q->anchor : 0;
-            pos[i * B + j] = P + j;
-            rs[i * B + j] = si;
-        }
-        anchor[i] = q ? q->anchor : 0;
-        greedy[i] = q ? q->greedy || q->temperature == 0.0f : 1;
-        temp[i] = greedy[i] ? 1.0f : q->temperature;
-        seed[i] = q ? q->seed : 0;
-        for (int k = 0; k < K; k++) spos[(size_t)k * np + i] = (int64_t)P + 1 + k;
-        if (!q) continue;
-        if (P + B > max_ctx) max_ctx = P + B;
-        if (q->n_draft > n_steps) n_steps = q->n_draft;
-    }
+    stage_reqs(d, n_reqs, reqs, bts, np, &n_used, &max_ctx, &n_steps);
+    const int32_t *greedy = HP(g, greedy, int32_t);
     if (upload_params(g, n_used, g->stream, err)) return -1;
     if (graphed) {
         dgraph_key k;
@@ -1174,5 +1197,67 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
             out->tokens[(size_t)i * K + k] = g->h_toks[(size_t)k * np + i];
             if (out->confidence) out->confidence[(size_t)i * K + k] = g->conf_w ? g->h_conf[(size_t)i * K + k] : 1.0f;
         }
+    return 0;
+}
+
+/* ==== The engine's one-graph step (drafter.h: flint_drafter_step_prepare ..) ==== */
+
+int flint_drafter_step_prepare(flint_drafter *d, const int32_t *const *block_tables, flint_err *err) {
+    struct flint_drafter_cuda *g = d->cuda;
+    if (!g) return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "drafter: the one-graph step needs the CUDA drafter");
+    CUDA_OK(cudaSetDevice(g->device), "select device");
+    if (flint_drafter_flush_cuda(d, block_tables, err)) return -1;
+    /* the last split call's upload has left the staging block before the step rewrites it */
+    CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
+    if (g->es_queued) { /* the context those encodes write, before the step's draft reads it */
+        CUDA_OK(cudaStreamWaitEvent(g->stream, g->encoded, 0), "step waits for the encode");
+        g->es_queued = 0;
+    }
+    return 0;
+}
+
+void flint_drafter_plan_draft(const flint_drafter *d, int n_reqs, int n_steps, int with_q, flint_drafter_launch *l) {
+    FLINT_ASSERT(n_reqs >= 1 && n_reqs <= d->opts.max_reqs && n_steps >= 1 && n_steps <= d->cfg.max_draft);
+    memset(l, 0, sizeof *l);
+    l->reqs = d->opts.enforce_eager ? n_reqs : pad_bucket(n_reqs, d->opts.max_reqs);
+    l->n_steps = n_steps;
+    l->ctx = d->max_len + d->cfg.block_size; /* as flint_drafter_draft_cuda's graphs */
+    l->with_q = with_q;
+    l->n_tables = l->reqs; /* a fixed size per shape: the tables of every (padded) request */
+}
+
+int flint_drafter_stage_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_req *reqs,
+                                   const int32_t *const *bts, const flint_drafter_launch *l, flint_err *err) {
+    int n_used = 0, max_ctx = 1, n_steps = 0;
+    stage_reqs(d, n_reqs, reqs, bts, l->reqs, &n_used, &max_ctx, &n_steps);
+    FLINT_ASSERT(n_used <= l->n_tables && n_steps <= l->n_steps);
+    (void)err;
+    return 0;
+}
+
+int flint_drafter_enqueue_draft(flint_drafter *d, const flint_drafter_launch *l, flint_err *err) {
+    struct flint_drafter_cuda *g = d->cuda;
+    const size_t n = g->pl.tables + sizeof(int32_t) * (size_t)l->n_tables * g->bt_stride;
+    CUDA_OK(cudaMemcpyAsync(g->dpar, g->hpar, n, cudaMemcpyHostToDevice, g->stream), "draft upload");
+    g->toks_stride = l->reqs;
+    dgraph_key k;
+    memset(&k, 0, sizeof k);
+    k.rows = l->reqs, k.n_steps = l->n_steps, k.ctx = l->ctx, k.with_q = l->with_q;
+    launch_draft(d, &k);
+    return 0;
+}
+
+int flint_drafter_enqueue_encode(flint_drafter *d, int n_rows, const float *taps_device, const int32_t *pos,
+                                 const int32_t *row_seq, const int32_t *tables, int bt_stride, flint_err *err) {
+    struct flint_drafter_cuda *g = d->cuda;
+    FLINT_ASSERT(n_rows >= 1 && n_rows <= d->opts.max_rows && bt_stride == g->bt_stride);
+    const int nTH = d->cfg.n_taps * d->cfg.hidden_size;
+    /* on es, whose GEMM scratch is the encode's (target/ops_cuda.h binds one per stream) */
+    CUDA_OK(cudaEventRecord(g->fork, g->stream), "event");
+    CUDA_OK(cudaStreamWaitEvent(g->es, g->fork, 0), "encode fork");
+    gather_bf16(g->taps_b, taps_device, NULL, n_rows, nTH, g->es);
+    encode_device(d, n_rows, pos, row_seq, tables, bt_stride);
+    CUDA_OK(cudaEventRecord(g->join, g->es), "event");
+    CUDA_OK(cudaStreamWaitEvent(g->stream, g->join, 0), "encode join");
     return 0;
 }

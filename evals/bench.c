@@ -223,6 +223,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
     /* CUDA graphs of each engine: at open (start-up capture), and after its runs */
     flint_target_graph_info *g_open = flint_xcalloc((size_t)nk, sizeof *g_open);
     flint_target_graph_info *g_end = flint_xcalloc((size_t)nk, sizeof *g_end);
+    flint_target_graph_info *g_step = flint_xcalloc((size_t)nk, sizeof *g_step); /* one-graph steps at open */
     int n_rows = 0;
     cJSON *root = NULL;
     for (int i = 0; i < o->n_batch; i++)
@@ -249,6 +250,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         eo.n_threads = o->threads;
         eo.device = o->device;
         eo.enforce_eager = o->enforce_eager;
+        eo.split_step = o->split_step;
         if (o->cuda_graph_sizes && flint_graph_sizes_parse(o->cuda_graph_sizes, &eo, err)) goto done;
         eo.tensor_parallel_size = o->tensor_parallel_size;
         if (o->dummy) { /* a real shape with random weights: a context just long enough for the run */
@@ -274,6 +276,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         }
         size_t dev_bytes = 0;
         if (round == 0) flint_engine_device_stats(e, &g_open[ki], &dev_bytes);
+        if (round == 0) flint_engine_step_graph_stats(e, &g_step[ki]);
         if (!pool && !(pool = token_pool(e, o, &n_pool, err))) goto done;
         for (int bi = 0; bi < o->n_batch; bi++) {
             row *r = &rows[ki * o->n_batch + bi];
@@ -344,9 +347,11 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         if (g_open[0].n_captures > 0 || g_end[0].n_captures > 0) {
             printf("CUDA graphs per engine: captured at open (start-up), and during its runs (prefill shapes):\n");
             for (int ki = 0; ki < nk; ki++)
-                printf("%10s K = %d: %d graphs in %.3f s, %.1f MiB at open; %ld more during the runs\n", "",
-                       ki == 0 ? 0 : o->draft_lengths[ki - 1], g_open[ki].n_graphs, g_open[ki].capture_s,
-                       (double)g_open[ki].bytes / (1u << 20), g_end[ki].n_captures - g_open[ki].n_captures);
+                printf("%10s K = %d: %d graphs in %.3f s, %.1f MiB at open (one-graph steps: %d, %.3f s, %.1f MiB); "
+                       "%ld more during the runs\n", "", ki == 0 ? 0 : o->draft_lengths[ki - 1], g_open[ki].n_graphs,
+                       g_open[ki].capture_s, (double)g_open[ki].bytes / (1u << 20), g_step[ki].n_graphs,
+                       g_step[ki].capture_s, (double)g_step[ki].bytes / (1u << 20),
+                       g_end[ki].n_captures - g_open[ki].n_captures);
         }
         if (o->profile) {
             printf("step profile (ms per step, the GPU waited for after each phase; host = the engine's own work):\n");
@@ -464,5 +469,6 @@ done:
     free(rows);
     free(g_open);
     free(g_end);
+    free(g_step);
     return rc;
 }

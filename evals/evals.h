@@ -99,6 +99,7 @@ typedef struct flint_bench_options {
     int quiet;
     int device;                  /* FLINT_TARGET_CPU (default) or FLINT_TARGET_CUDA: where the target runs */
     int enforce_eager;           /* CUDA: no captured graphs */
+    int split_step;              /* CUDA: drafting steps as separate launches, not one graph (A/B) */
     const char *cuda_graph_sizes; /* CUDA: the captured forwards' row counts ("1,2,4,..."; NULL: default) */
     int gemm_pdl;                /* CUDA GEMMs' programmatic dependent launch (flint_target_cuda_tuning); -1: default */
     int kernel_pdl;              /* the other CUDA kernels' programmatic dependent launch (flint_target_cuda_tuning); -1: default */

@@ -13,7 +13,7 @@
 #include "target/target_internal.h"
 
 /* Everything a request can get wrong is checked before any state is touched. */
-static int validate(const flint_target *t, const flint_target_batch *b, flint_err *err) {
+int flint_target_validate(const flint_target *t, const flint_target_batch *b, flint_err *err) {
     const flint_target_config *c = &t->cfg;
     const flint_target_options *o = &t->opts;
     if (b->n_rows < 1 || b->n_rows > o->max_rows)
@@ -44,6 +44,9 @@ static int validate(const flint_target *t, const flint_target_batch *b, flint_er
     if (b->tokens_device && !t->cuda)
         return flint_err_set(err, FLINT_ERR_INVALID, "target forward: device-resident tokens need the CUDA forward");
     int bs = o->kv_block_size;
+    /* a sequence's rows are usually adjacent: its table is checked once, up to its furthest row
+     * (checking every row's whole table made validation quadratic in the context at large batches) */
+    int prev_s = -1, checked = 0;
     for (int r = 0; r < b->n_rows; r++) {
         int tok = b->tokens[r], p = b->pos[r], s = b->row_seq[r];
         if (tok < 0 || tok >= c->vocab_size)
@@ -58,10 +61,12 @@ static int validate(const flint_target *t, const flint_target_batch *b, flint_er
         const int32_t *bt = b->block_tables[s];
         if (!bt)
             return flint_err_set(err, FLINT_ERR_INVALID, "target forward: sequence %d has no block table", s);
-        for (int k = 0; k <= p / bs; k++)
+        if (s != prev_s) prev_s = s, checked = 0;
+        for (int k = checked; k <= p / bs; k++)
             if (bt[k] < 0 || bt[k] >= o->kv_blocks)
                 return flint_err_set(err, FLINT_ERR_INVALID, "target forward: row %d: sequence %d block %d is id "
                                      "%d, outside the pool (0..%d)", r, s, k, bt[k], o->kv_blocks - 1);
+        if (p / bs + 1 > checked) checked = p / bs + 1;
     }
     return 0;
 }
@@ -147,8 +152,17 @@ static int row_parallel(flint_target *t, const float *w, const float *in, int n_
     return 0;
 }
 
+int flint_target_stage(flint_target *t, const flint_target_batch *b, const flint_target_launch *l, flint_err *err) {
+    if (flint_target_validate(t, b, err)) return -1;
+#ifdef FLINT_HAVE_CUDA
+    if (t->cuda) return flint_target_stage_cuda(t, b, l, err);
+#endif
+    (void)l;
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: staging a forward needs the CUDA backend");
+}
+
 int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err *err) {
-    if (validate(t, b, err)) return -1;
+    if (flint_target_validate(t, b, err)) return -1;
 #ifdef FLINT_HAVE_CUDA
     if (t->cuda) return flint_target_forward_cuda(t, b, err);
 #endif

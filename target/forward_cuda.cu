@@ -479,6 +479,10 @@ void flint_target_get_device_view(const flint_target *t, flint_target_device_vie
     v->taps = g->taps;
     v->stream = (void *)g->stream;
     v->device = g->device;
+    v->pos = g->pos;
+    v->row_seq = g->row_seq;
+    v->tables = g->tables;
+    v->bt_stride = g->bt_stride;
 }
 
 /* Row counts a captured forward is padded to: exact up to 8 (batch 1 at every draft length),
@@ -695,18 +699,153 @@ void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *in
     info->bytes = g->graph_bytes;
 }
 
-/* The batch (validated by the caller, as for the CPU forward) on the device. Sequences are
- * renumbered in order of first use so only the tables of rows in this batch travel. A captured
- * forward pads the rows to a bucket: padded rows read token 0 at position 0 of a sink sequence
- * whose one block lies past the pool (they write their K/V there and attend to it), padded
- * logit rows repeat row 0, and only the real rows' results are copied back. */
+/* A forward's shape: R rows over n_used sequences, L logit rows; padded (a captured forward) or
+ * exact (eager). */
+static void plan(const flint_target *t, int R, int n_used, int L, int max_ctx, int padded, int n_taps,
+                 const int32_t *tap_layers, graph_key *k) {
+    const flint_target_options *o = &t->opts;
+    memset(k, 0, sizeof *k);
+    k->rows = padded ? row_bucket(o, R, o->max_rows) : R;
+    k->n_logit = L > 0 && padded ? row_bucket(o, L, k->rows) : L;
+    /* the attention's bound: a captured forward is sized for the longest context (its grid only
+     * gains splits that find no chunk and end at once; the scratch is reserved for it), so the
+     * graphs do not depend on the context and the pool stops growing as sequences do */
+    k->ctx = padded ? o->max_len : max_ctx;
+    k->n_taps = n_taps;
+    for (int j = 0; j < n_taps; j++) k->tap_layers[j] = tap_layers[j];
+    k->rows_per_seq = 1; /* rows per sequence, rounded up to 1, 2, 4 or 8: decode and verify batches get their own graphs */
+    while (k->rows_per_seq < 8 && k->rows_per_seq * n_used < R) k->rows_per_seq *= 2;
+}
+
+/* The batch (validated by the caller, as for the CPU forward) into the pinned staging block h_in:
+ * the host's part of a forward. Sequences are renumbered in order of first use so only the tables
+ * of rows in this batch travel. A padded forward (captured) pads the rows to k->rows: padded rows
+ * read token 0 at position 0 of a sink sequence whose one block lies past the pool (they write
+ * their K/V there and attend to it), padded logit rows repeat row 0. k NULL: the forward's shape
+ * is planned here (into *kp, padded or not); else the batch is staged into shape k (the caller
+ * checked it fits). *n_tables: the tables staged (the sink's included). */
+static int stage_batch(flint_target *t, struct flint_target_cuda *g, const flint_target_batch *b, int padded,
+                       const graph_key *k, graph_key *kp, int *n_tables, flint_err *err) {
+    const flint_target_options *o = &t->opts;
+    int R = b->n_rows, bs = o->kv_block_size;
+    int n_used = 0, max_ctx = 1;
+    CUDA_OK(cudaEventSynchronize(g->staged), "forward (the previous batch upload)");
+    /* host time between two forwards is GPU idle time (issue #8: <= 30 us a step at batch 64): a
+     * sequence's rows are adjacent (one search per sequence, not per row), and each table entry
+     * is copied once, up to what its furthest row reads */
+    for (int r = 0, sq_prev = -1, j = 0; r < R; r++) {
+        const int sq = b->row_seq[r];
+        if (sq != sq_prev) {
+            for (j = 0; j < n_used && g->h_seq_map[j] != sq; j++) {}
+            if (j == n_used) {
+                g->h_seq_map[n_used++] = sq;
+                g->h_need[j] = 0;
+                memset(g->h_tables + (size_t)j * g->bt_stride, 0, sizeof(int32_t) * (size_t)g->bt_stride);
+            }
+            sq_prev = sq;
+        }
+        g->h_row_seq[r] = j;
+        const int need = b->pos[r] / bs + 1, have = g->h_need[j];
+        if (need > have) {
+            memcpy(g->h_tables + (size_t)j * g->bt_stride + have, b->block_tables[sq] + have,
+                   sizeof(int32_t) * (size_t)(need - have));
+            g->h_need[j] = need;
+        }
+        if (b->pos[r] + 1 > max_ctx) max_ctx = b->pos[r] + 1;
+    }
+    if (!k) {
+        plan(t, R, n_used, b->n_logit_rows, max_ctx, padded, b->n_taps, b->tap_layers, kp);
+        k = kp;
+    }
+    memcpy(g->h_tokens, b->tokens, sizeof(int32_t) * (size_t)R);
+    memcpy(g->h_pos, b->pos, sizeof(int32_t) * (size_t)R);
+    if (b->n_logit_rows > 0) memcpy(g->h_logit_rows, b->logit_rows, sizeof(int32_t) * (size_t)b->n_logit_rows);
+    if (k->rows > R) { /* the sink sequence */
+        int32_t *sink = g->h_tables + (size_t)n_used * g->bt_stride;
+        for (int i = 0; i < g->bt_stride; i++) sink[i] = o->kv_blocks;
+        for (int r = R; r < k->rows; r++) g->h_tokens[r] = 0, g->h_pos[r] = 0, g->h_row_seq[r] = n_used;
+        n_used++;
+    }
+    for (int i = b->n_logit_rows; i < k->n_logit; i++) g->h_logit_rows[i] = 0;
+    *n_tables = n_used;
+    return 0;
+}
+
+/* The staging block's upload (tokens, pos, row_seq, logit_rows, then n_tables tables: one copy)
+ * on the target's stream. */
+static int upload_batch(struct flint_target_cuda *g, int n_tables, flint_err *err) {
+    const size_t n = (size_t)((unsigned char *)(g->h_tables + (size_t)n_tables * g->bt_stride) - g->h_in);
+    CUDA_OK(cudaMemcpyAsync(g->tokens, g->h_in, n, cudaMemcpyHostToDevice, g->stream), "batch upload");
+    return 0;
+}
+
+static void key_of_launch(const flint_target_launch *l, graph_key *k) {
+    memset(k, 0, sizeof *k);
+    k->rows = l->rows, k->n_logit = l->n_logit, k->ctx = l->ctx, k->n_taps = l->n_taps;
+    k->rows_per_seq = l->rows_per_seq;
+    memcpy(k->tap_layers, l->tap_layers, sizeof k->tap_layers);
+}
+
+void flint_target_plan(const flint_target *t, int n_rows, int n_seqs, int seq_bucket, int n_taps,
+                       const int32_t *tap_layers, flint_target_launch *l) {
+    const flint_target_options *o = &t->opts;
+    graph_key k;
+    FLINT_ASSERT(n_rows >= 1 && n_rows <= o->max_rows && n_seqs >= 1 && n_seqs <= n_rows && n_taps <= 16);
+    plan(t, n_rows, n_seqs, n_rows, o->max_len, !o->enforce_eager, n_taps, tap_layers, &k);
+    memset(l, 0, sizeof *l);
+    l->rows = k.rows, l->n_logit = k.n_logit, l->ctx = k.ctx, l->n_taps = k.n_taps, l->rows_per_seq = k.rows_per_seq;
+    memcpy(l->tap_layers, k.tap_layers, sizeof l->tap_layers);
+    const int n = (seq_bucket > n_seqs ? seq_bucket : n_seqs) + 1, cap = o->max_rows + 1; /* h_tables' size */
+    l->n_tables = n < cap ? n : cap;
+}
+
+int flint_target_stage_cuda(flint_target *t, const flint_target_batch *b, const flint_target_launch *l,
+                            flint_err *err) {
+    struct flint_target_cuda *g = t->cuda;
+    CUDA_OK(cudaSetDevice(g->device), "select device");
+    if (t->opts.tp || !b->logits_on_device || !b->taps_on_device || b->n_logit_rows != b->n_rows ||
+        b->n_rows > l->rows || b->n_taps != l->n_taps)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target stage: a staged forward runs on one GPU, keeps its logits "
+                             "and taps on the device, has every row a logit row and fits its shape (%d rows of "
+                             "at most %d)", b->n_rows, l->rows);
+    for (int r = 0; r < b->n_rows; r++)
+        if (b->logit_rows[r] != r)
+            return flint_err_set(err, FLINT_ERR_INVALID, "target stage: logit row %d is row %d", r, b->logit_rows[r]);
+    for (int j = 0; j < b->n_taps; j++)
+        if (b->tap_layers[j] != l->tap_layers[j])
+            return flint_err_set(err, FLINT_ERR_INVALID, "target stage: tap %d is not the shape's", j);
+    int n_seqs = 0; /* the sequences (+ the sink) must fit the tables that travel */
+    for (int r = 0; r < b->n_rows; r++) n_seqs += r == 0 || b->row_seq[r] != b->row_seq[r - 1];
+    if (n_seqs + (l->rows > b->n_rows) > l->n_tables)
+        return flint_err_set(err, FLINT_ERR_INVALID, "target stage: %d sequences for a shape of %d tables", n_seqs,
+                             l->n_tables);
+    graph_key k;
+    key_of_launch(l, &k);
+    int n_used = 0;
+    return stage_batch(t, g, b, 1, &k, NULL, &n_used, err);
+}
+
+int flint_target_enqueue(flint_target *t, const flint_target_launch *l, const int32_t *tokens_device, flint_err *err) {
+    struct flint_target_cuda *g = t->cuda;
+    cudaStream_t st = g->stream;
+    graph_key k;
+    key_of_launch(l, &k);
+    if (upload_batch(g, l->n_tables, err)) return -1;
+    if (tokens_device) /* the whole padded block: the writer fills the padded rows with token 0 */
+        CUDA_OK(cudaMemcpyAsync(g->tokens, tokens_device, sizeof(int32_t) * (size_t)k.rows, cudaMemcpyDeviceToDevice,
+                                st), "device tokens");
+    return launch_forward(t, g, &k, err);
+}
+
+/* The batch (validated by the caller, as for the CPU forward) on the device: staged (stage_batch),
+ * uploaded, then replayed from its captured graph or launched kernel by kernel; only the real
+ * rows' results are copied back. */
 int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flint_err *err) {
     struct flint_target_cuda *g = t->cuda;
     const flint_target_config *c = &t->cfg;
     const flint_target_options *o = &t->opts;
     cudaStream_t st = g->stream;
-    int R = b->n_rows, H = c->hidden_size, bs = o->kv_block_size;
-    int n_used = 0, max_ctx = 1;
+    int R = b->n_rows, H = c->hidden_size;
     CUDA_OK(cudaSetDevice(g->device), "select device"); /* per thread: a TP engine drives each rank from its own */
     if (o->tp && flint_tp_nccl_failed(o->tp->nccl)) /* its graphs hold the aborted communicator */
         return flint_err_set(err, FLINT_ERR_IO, "target forward: tensor parallel rank %d: the NCCL group has failed "
@@ -714,58 +853,11 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     if (b->n_taps > c->n_layers || b->n_taps > 16)
         return flint_err_set(err, FLINT_ERR_INVALID, "target forward: %d taps; the CUDA forward takes at most one per "
                              "layer (%d) and at most 16", b->n_taps, c->n_layers);
-    CUDA_OK(cudaEventSynchronize(g->staged), "forward (the previous batch upload)");
-    /* host time between two forwards is GPU idle time (issue #8: <= 30 us a step at batch 64): a
-     * sequence's rows are adjacent (one search per sequence, not per row), and each table entry
-     * is copied once, up to what its furthest row reads */
-    for (int r = 0, sq_prev = -1, k = 0; r < R; r++) {
-        const int sq = b->row_seq[r];
-        if (sq != sq_prev) {
-            for (k = 0; k < n_used && g->h_seq_map[k] != sq; k++) {}
-            if (k == n_used) {
-                g->h_seq_map[n_used++] = sq;
-                g->h_need[k] = 0;
-                memset(g->h_tables + (size_t)k * g->bt_stride, 0, sizeof(int32_t) * (size_t)g->bt_stride);
-            }
-            sq_prev = sq;
-        }
-        g->h_row_seq[r] = k;
-        const int need = b->pos[r] / bs + 1, have = g->h_need[k];
-        if (need > have) {
-            memcpy(g->h_tables + (size_t)k * g->bt_stride + have, b->block_tables[sq] + have,
-                   sizeof(int32_t) * (size_t)(need - have));
-            g->h_need[k] = need;
-        }
-        if (b->pos[r] + 1 > max_ctx) max_ctx = b->pos[r] + 1;
-    }
     const int graphed = !o->enforce_eager && R <= o->graph_max_rows;
     graph_key k;
-    memset(&k, 0, sizeof k);
-    k.rows = graphed ? row_bucket(o, R, o->max_rows) : R;
-    k.n_logit = b->n_logit_rows > 0 && graphed ? row_bucket(o, b->n_logit_rows, k.rows) : b->n_logit_rows;
-    /* the attention's bound: a captured forward is sized for the longest context (its grid only
-     * gains splits that find no chunk and end at once; the scratch is reserved for it), so the
-     * graphs do not depend on the context and the pool stops growing as sequences do */
-    k.ctx = graphed ? o->max_len : max_ctx;
-    k.n_taps = b->n_taps;
-    for (int j = 0; j < b->n_taps; j++) k.tap_layers[j] = b->tap_layers[j];
-    k.rows_per_seq = 1; /* rows per sequence, rounded up to 1, 2, 4 or 8: decode and verify batches get their own graphs */
-    while (k.rows_per_seq < 8 && k.rows_per_seq * n_used < R) k.rows_per_seq *= 2;
-    memcpy(g->h_tokens, b->tokens, sizeof(int32_t) * (size_t)R);
-    memcpy(g->h_pos, b->pos, sizeof(int32_t) * (size_t)R);
-    if (b->n_logit_rows > 0) memcpy(g->h_logit_rows, b->logit_rows, sizeof(int32_t) * (size_t)b->n_logit_rows);
-    if (k.rows > R) { /* the sink sequence */
-        int32_t *sink = g->h_tables + (size_t)n_used * g->bt_stride;
-        for (int i = 0; i < g->bt_stride; i++) sink[i] = o->kv_blocks;
-        for (int r = R; r < k.rows; r++) g->h_tokens[r] = 0, g->h_pos[r] = 0, g->h_row_seq[r] = n_used;
-        n_used++;
-    }
-    for (int i = b->n_logit_rows; i < k.n_logit; i++) g->h_logit_rows[i] = 0;
-    { /* tokens, pos, row_seq, logit_rows, then the tables this batch uses: one copy */
-        const size_t n = (size_t)((unsigned char *)(g->h_tables + (size_t)n_used * g->bt_stride) - g->h_in);
-        CUDA_OK(cudaMemcpyAsync(g->tokens, g->h_in, n, cudaMemcpyHostToDevice, st), "batch upload");
-        CUDA_OK(cudaEventRecord(g->staged, st), "event");
-    }
+    int n_used = 0;
+    if (stage_batch(t, g, b, graphed, NULL, &k, &n_used, err) || upload_batch(g, n_used, err)) return -1;
+    CUDA_OK(cudaEventRecord(g->staged, st), "event");
     if (b->tokens_device) /* the drafts the GPU drew, over the staged placeholders (outside the graph) */
         CUDA_OK(cudaMemcpyAsync(g->tokens, b->tokens_device, sizeof(int32_t) * (size_t)R, cudaMemcpyDeviceToDevice, st),
                 "device tokens");

@@ -161,6 +161,28 @@ typedef struct flint_target_batch {
 
 int flint_target_forward(flint_target *t, const flint_target_batch *b, flint_err *err);
 
+/* A CUDA forward split in two for the engine's one-graph step (issue #8, verifier/step_cuda.c).
+ * flint_target_plan gives the launch shape of a forward of up to n_rows rows over n_seqs
+ * sequences, every row a logit row: rows padded to the graph bucket (exact with enforce_eager),
+ * the attention's window hint, and the block tables that travel (n_seqs padded up to seq_bucket,
+ * plus the sink). Shapes that compare equal launch the same kernels. flint_target_stage checks a
+ * batch as flint_target_forward does and that it fits shape l (at most l->rows rows, its logits
+ * and taps left on the device, logit row r = row r), and writes it into the pinned staging block:
+ * the forward's host part. flint_target_enqueue queues on the target's stream, under stream
+ * capture or not: the staging block's upload, the tokens from tokens_device (l->rows of them; NULL:
+ * the staged ones) and every kernel of the forward: the work flint_target_forward_cuda does for
+ * that batch at that shape, bit for bit. The host must not stage again until that work is done.
+ * CUDA builds only. */
+typedef struct flint_target_launch {
+    int rows, n_logit, ctx, n_taps, rows_per_seq;
+    int32_t tap_layers[16];
+    int n_tables;
+} flint_target_launch;
+void flint_target_plan(const flint_target *t, int n_rows, int n_seqs, int seq_bucket, int n_taps,
+                       const int32_t *tap_layers, flint_target_launch *l);
+int flint_target_stage(flint_target *t, const flint_target_batch *b, const flint_target_launch *l, flint_err *err);
+int flint_target_enqueue(flint_target *t, const flint_target_launch *l, const int32_t *tokens_device, flint_err *err);
+
 /* The fp32 embedding [vocab][hidden] and LM head [vocab][hidden] (the same pointer when tied),
  * for a drafter that shares them instead of storing copies. Valid until close. With tensor
  * parallelism the LM head is this rank's rows only; with dummy weights both are NULL. */
@@ -181,6 +203,11 @@ typedef struct flint_target_device_view {
     const float *taps; /* [rows][n_taps][hidden] fp32 of the last forward (taps_on_device) */
     void *stream;
     int device; /* the CUDA device all of these live on (select it before using them) */
+    /* the last forward's batch as the device holds it: positions and sequences of its rows (the
+     * padded rows' sequence is a sink whose every block is kv_blocks), and the renumbered block
+     * tables [.][bt_stride] they index (a GPU drafter encodes the verify rows from them) */
+    const int32_t *pos, *row_seq, *tables;
+    int bt_stride;
 } flint_target_device_view;
 void flint_target_get_device_view(const flint_target *t, flint_target_device_view *v);
 /* Captured forward graphs (CUDA; zeros on the CPU): how many are held now, how many were

@@ -66,6 +66,9 @@ extern "C" {
 int flint_target_cuda_init(flint_target *t, flint_err *err);
 void flint_target_cuda_free(flint_target *t);
 int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flint_err *err);
+int flint_target_stage_cuda(flint_target *t, const flint_target_batch *b, const flint_target_launch *l,
+                            flint_err *err);
+int flint_target_validate(const flint_target *t, const flint_target_batch *b, flint_err *err);
 /* tp_nccl.cu: collectives enqueued on a stream (a cudaStream_t), and a wait that polls NCCL's
  * error state and aborts the group on an error or after timeout_s instead of hanging. */
 int flint_tp_nccl_all_gather(flint_tp_nccl *p, const float *local, float *all, size_t n_local, void *stream,

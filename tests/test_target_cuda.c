@@ -18,7 +18,10 @@
  *    GPU: greedy speculative output equals greedy target-only output, token for token, for
  *    K = 1..7 and batch sizes 1, 2, 8, 32 and 64 (64 GSM8K prompts x 64 tokens), and target-only
  *    output does not depend on the batch size; seeded sampled requests (three filter settings,
- *    K = 7 and target-only) give the same tokens with the decisions on the GPU and on the host.
+ *    K = 7 and target-only) give the same tokens with the decisions on the GPU and on the host;
+ *  - the one-graph step (#8): seeded sampled requests give the same tokens and statistics with
+ *    the step replayed from its graph and launched eagerly, at batch 1, 2, 8, 32, 64 x K = 1..7,
+ *    and as one graph and as separate launches; no step graph is captured after open.
  * usage: test_target_cuda [SOURCE_DIR]   (the repository root; default: where it was built) */
 #include <math.h>
 #include <stdio.h>
@@ -414,6 +417,94 @@ static void test_engine(void) {
     flint_engine_close(e);
 }
 
+/* #8: a drafting step as one graph (verifier/step_cuda.c). Seeded sampled requests (T = 1, top-p
+ * 0.9) give the same tokens and statistics with the step replayed from its graph and launched
+ * eagerly (enforce_eager: the same kernels without any graph) at batch 1, 2, 8, 32 and 64 and
+ * K = 1..7, and with the step as one graph and as separate launches (split_step), which encode
+ * only the committed rows; the graph engine captures nothing after open. */
+static int same_stats(const flint_spec_stats *a, const flint_spec_stats *b) {
+    return a->steps == b->steps && a->draft_tokens == b->draft_tokens && a->accepted == b->accepted &&
+           a->emitted == b->emitted && !memcmp(a->hist, b->hist, sizeof a->hist);
+}
+
+static void test_one_graph(void) {
+    flint_engine_options o;
+    tiny_options(&o, 64);
+    o.enable_prefix_caching = 0;
+    flint_err err = {0};
+    flint_engine *g = flint_engine_open(&o, &err);
+    CHECKF(g != NULL, "%s", err.msg);
+    o.enforce_eager = 1;
+    flint_engine *ea = g ? flint_engine_open(&o, &err) : NULL;
+    CHECKF(!g || ea != NULL, "eager engine: %s", err.msg);
+    o.enforce_eager = 0;
+    o.split_step = 1;
+    flint_engine *sp = ea ? flint_engine_open(&o, &err) : NULL;
+    CHECKF(!ea || sp != NULL, "split-step engine: %s", err.msg);
+    int32_t *ids[N_PROMPTS] = {0};
+    int n_ids[N_PROMPTS];
+    if (!sp || load_prompts(flint_engine_tokenizer(g), ids, n_ids)) {
+        CHECKF(!sp, "could not load %d GSM8K prompts", N_PROMPTS);
+        goto done;
+    }
+    flint_target_graph_info g0, g1;
+    flint_engine_step_graph_stats(g, &g0);
+    printf("  one-graph steps: %d graphs captured at open in %.3f s, %.1f MiB\n", g0.n_graphs, g0.capture_s,
+           (double)g0.bytes / (1u << 20));
+    CHECKF(g0.n_graphs > 0, "no one-graph step captured at open");
+    static int32_t a[N_PROMPTS][GEN], b[N_PROMPTS][GEN];
+    const flint_sampling_params sp_t1 = {1.0f, 0, 0.9f, 0.0f, 4000};
+    run_sampling = &sp_t1;
+    static const int batches[] = {1, 2, 8, 32, 64};
+    int bad = 0, runs = 0;
+    double t_graph = 0, t_eager = 0;
+    for (int bi = 0; bi < 5; bi++)
+        for (int K = 1; K <= 7; K++) {
+            const int B = batches[bi], n = B < 8 ? 8 : B;
+            flint_spec_stats sa, sb;
+            memset(a, 0xff, sizeof a), memset(b, 0xfe, sizeof b);
+            double t0 = now_s();
+            run(g, ids, n_ids, n, B, 1, K, a, &sa);
+            t_graph += now_s() - t0;
+            t0 = now_s();
+            run(ea, ids, n_ids, n, B, 1, K, b, &sb);
+            t_eager += now_s() - t0;
+            int same = 0;
+            for (int i = 0; i < n; i++) same += !memcmp(a[i], b[i], sizeof(int32_t) * GEN);
+            runs++;
+            if (same != n || !same_stats(&sa, &sb)) {
+                bad++;
+                printf("  batch %d K=%d: graph vs eager: %d/%d prompts identical, accepted %lld vs %lld\n", B, K, same,
+                       n, (long long)sa.accepted, (long long)sb.accepted);
+            }
+        }
+    printf("  graph == eager (tokens and statistics) in %d of %d runs (batch 1..64 x K = 1..7; %.2f s vs %.2f s)\n",
+           runs - bad, runs, t_graph, t_eager);
+    CHECKF(bad == 0, "one-graph step: graph and eager differ in %d of %d runs", bad, runs);
+    for (int c = 0; c < 2; c++) {
+        const int B = c ? 64 : 8;
+        flint_spec_stats sa, sb;
+        memset(a, 0xff, sizeof a), memset(b, 0xfe, sizeof b);
+        run(g, ids, n_ids, N_PROMPTS, B, 1, 7, a, &sa);
+        run(sp, ids, n_ids, N_PROMPTS, B, 1, 7, b, &sb);
+        int same = 0;
+        for (int i = 0; i < N_PROMPTS; i++) same += !memcmp(a[i], b[i], sizeof(int32_t) * GEN);
+        printf("  batch %d K=7: one graph == split launches for %d/%d prompts (AL %.3f / %.3f)\n", B, same, N_PROMPTS,
+               flint_spec_stats_mean_al(&sa), flint_spec_stats_mean_al(&sb));
+        CHECKF(same == N_PROMPTS && same_stats(&sa, &sb), "one-graph and split steps differ on %d of %d prompts",
+               N_PROMPTS - same, N_PROMPTS);
+    }
+    flint_engine_step_graph_stats(g, &g1);
+    printf("  the graph engine captured %ld step graphs after open\n", g1.n_captures - g0.n_captures);
+    CHECKF(g1.n_captures == g0.n_captures, "%ld step graphs captured inside the steps", g1.n_captures - g0.n_captures);
+done:
+    run_sampling = NULL;
+    for (int i = 0; i < N_PROMPTS; i++) free(ids[i]);
+    flint_engine_close(sp);
+    flint_engine_close(ea);
+    flint_engine_close(g);
+}
+
 /* #8: the graphs decode and verify steps use are captured when the engine opens. Sessions with a
  * one-token prompt prefill in decode shapes, so a whole run (batch 8 at K = 7, then fewer rows and
  * shorter drafts as sessions end) must replay start-up graphs only: no capture after open. */
@@ -454,6 +545,7 @@ int main(int argc, char **argv) {
     }
     printf("engine (flint-tiny + flint-tiny-dspark, target on the GPU)\n");
     test_engine();
+    test_one_graph();
     test_startup_capture();
     return test_report("test_target_cuda");
 }

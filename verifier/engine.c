@@ -97,7 +97,18 @@ void flint_engine_device_stats(const flint_engine *e, flint_target_graph_info *g
         graphs->capture_s += di.capture_s;
         graphs->bytes += di.bytes;
     }
+    flint_target_graph_info st;
+    flint_engine_step_graph_stats(e, &st);
+    graphs->n_graphs += st.n_graphs;
+    graphs->n_captures += st.n_captures;
+    graphs->capture_s += st.capture_s;
+    graphs->bytes += st.bytes;
     *device_bytes = flint_target_device_bytes(e->tgt);
+}
+
+void flint_engine_step_graph_stats(const flint_engine *e, flint_target_graph_info *g) {
+    memset(g, 0, sizeof *g);
+    flint_engine_dev_graph_stats(e, &g->n_graphs, &g->n_captures, &g->capture_s, &g->bytes);
 }
 
 void flint_engine_prefix_stats(const flint_engine *e, int64_t *q, int64_t *h, int *blocks) {
@@ -264,7 +275,8 @@ flint_engine *flint_engine_open(const flint_engine_options *opts, flint_err *err
         flint_target_graph_info gi;
         size_t dev_bytes = 0;
         if (flint_target_capture_graphs(e->tgt, e->dft ? e->n_taps : 0, e->tap_layers, err) ||
-            (e->dft && flint_drafter_capture_graphs(e->dft, e->K, !o->draft_greedy, err)))
+            (e->dft && flint_drafter_capture_graphs(e->dft, e->K, !o->draft_greedy, err)) ||
+            (e->dft && flint_engine_dev_capture(e, 1, e->K, err)))
             goto fail;
         flint_engine_device_stats(e, &gi, &dev_bytes);
         flint_log_info("engine: %d graphs captured at start-up in %.3f s, %.1f MiB", gi.n_graphs, gi.capture_s,

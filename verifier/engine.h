@@ -73,6 +73,9 @@ typedef struct flint_engine_options {
     int tp_nccl;                /* tests: go through the NCCL path even at tensor_parallel_size 1 */
     int host_taps;              /* CUDA: the target's taps reach the CUDA drafter through host memory
                                  * (tests; the default leaves them on the GPU) */
+    int split_step;             /* CUDA: run a drafting step as separate launches (draft, forward,
+                                 * decisions, encode) instead of one graph (tests and benchmarks
+                                 * compare the two; verifier/step_cuda.c) */
     int host_accept;            /* CUDA: take the acceptance and sampling decisions on the host from
                                  * downloaded logits (tests; the default decides on the GPU when no
                                  * session of the step needs logits on the host) */
@@ -230,9 +233,11 @@ void flint_engine_dyn_describe(const flint_engine *e, int n, char *buf, size_t c
 const flint_spec_stats *flint_engine_stats(const flint_engine *e);
 /* Prefix cache: prompt tokens looked up and found so far, and blocks held by the cache now. */
 void flint_engine_prefix_stats(const flint_engine *e, int64_t *query_tokens, int64_t *hit_tokens, int *cached_blocks);
-/* Captured CUDA graphs of the target (rank 0's with tensor parallelism) and of the CUDA drafter
- * (encode and draft), and the target's device memory in one allocation; zeros on the CPU. */
+/* Captured CUDA graphs of the target (rank 0's with tensor parallelism), of the CUDA drafter
+ * (encode and draft) and of the one-graph steps, and the target's device memory in one
+ * allocation; zeros on the CPU. step_graph_stats: the one-graph steps' alone. */
 void flint_engine_device_stats(const flint_engine *e, flint_target_graph_info *graphs, size_t *device_bytes);
+void flint_engine_step_graph_stats(const flint_engine *e, flint_target_graph_info *graphs);
 
 /* ==== shared by the commands and the server ==== */
 

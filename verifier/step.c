@@ -174,7 +174,9 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
      * prunes only where verify rows cost (schedule.c), else it verifies its k_step drafts whole. */
     const int prune = e->o.dynamic_draft && e->dyn_prune;
     const int dev_drafts = use_dev && n_d > 0 && !prune;
-    if (n_d > 0) {
+    /* such a step runs as one graph (step_cuda.c): draft, verify, decisions and encode */
+    const int one_graph = dev_drafts && flint_engine_dev_step_ok(e);
+    if (n_d > 0 && !one_graph) {
         flint_drafter_out out = {.tokens = dev_drafts ? NULL : e->drafts,
                                  .q = e->o.draft_greedy || use_dev ? NULL : e->q,
                                  .confidence = dev_drafts ? NULL : e->conf, .q_on_device = use_dev && !e->o.draft_greedy,
@@ -219,23 +221,31 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
             }
         }
     if (R == 0) return 0;
-    for (int r = 0; r < R; r++) e->logit_rows[r] = r;
-    const int32_t *dev_tok = NULL;
     double t0 = flint_clock_ms(), w0 = flint_clock_waited_ms();
-    if (use_dev && flint_engine_dev_stage(e, e->order, n0, n_d, R, dev_drafts, &dev_tok, err)) return -1;
+    if (one_graph) {
+        e->n_forwards++;
+        if (flint_engine_dev_step(e, e->order, n0, n, n_d, R, e->dev_out, e->dev_acc, err)) return -1;
+        e->host.forward_ms += host_since(t0, w0);
+        t0 = flint_clock_ms(), w0 = flint_clock_waited_ms();
+    }
+    for (int r = 0; r < R && !one_graph; r++) e->logit_rows[r] = r;
+    const int32_t *dev_tok = NULL;
+    if (!one_graph && use_dev && flint_engine_dev_stage(e, e->order, n0, n_d, R, dev_drafts, &dev_tok, err)) return -1;
     flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
                             .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = R,
                             .logit_rows = e->logit_rows, .logits = use_dev ? NULL : e->logits,
                             .n_taps = e->dft ? e->n_taps : 0, .tap_layers = e->tap_layers,
                             .taps = e->dev_taps ? NULL : e->taps, .logits_on_device = use_dev,
                             .taps_on_device = e->dev_taps, .tokens_device = dev_tok};
-    mark(e, &e->prof.host_ms);
-    if (flint_engine_forward(e, &b, err)) return -1;
-    mark(e, &e->prof.verify_ms);
-    e->host.forward_ms += host_since(t0, w0);
-    t0 = flint_clock_ms(), w0 = flint_clock_waited_ms();
-    if (use_dev && flint_engine_dev_accept(e, e->order, n0, n, n_d, e->dev_out, e->dev_acc, err)) return -1;
-    mark(e, &e->prof.accept_ms); /* the host path decides in the loop below (host time) */
+    if (!one_graph) {
+        mark(e, &e->prof.host_ms);
+        if (flint_engine_forward(e, &b, err)) return -1;
+        mark(e, &e->prof.verify_ms);
+        e->host.forward_ms += host_since(t0, w0);
+        t0 = flint_clock_ms(), w0 = flint_clock_waited_ms();
+        if (use_dev && flint_engine_dev_accept(e, e->order, n0, n, n_d, e->dev_out, e->dev_acc, err)) return -1;
+        mark(e, &e->prof.accept_ms); /* the host path decides in the loop below (host time) */
+    }
 
     /* accept, emit, and gather the context rows to commit (in row order: the compaction of the
      * committed rows below only ever moves rows down) */
@@ -282,8 +292,9 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
             flint_spec_stats_add(&e->pooled, &st);
         }
         if (s->finish == FLINT_FINISH_NONE) {
-            /* commit: rows [anchor, x_1..x_acc] become context; the emitted token is the next anchor */
-            if (e->dft)
+            /* commit: rows [anchor, x_1..x_acc] become context (the one-graph step has encoded
+             * them already); the emitted token is the next anchor */
+            if (e->dft && !one_graph)
                 for (int j = 0; j <= acc; j++) {
                     int src = r0 + j;
                     if (e->dev_taps) e->tap_src[C] = src;

@@ -36,6 +36,25 @@ typedef struct dev_layout {
     size_t out_bytes;
 } dev_layout;
 
+/* A one-graph step's shape (flint_engine_dev_step): what its graph bakes in. Compared with
+ * memcmp, so keys are memset first. */
+typedef struct step_key {
+    flint_target_launch tl; /* the verify forward; tl.rows is the padded row count Rb */
+    flint_drafter_launch dl; /* the draft; dl.reqs the padded request count */
+    int n0b;                 /* rows sampled without drafts, padded (0: none) */
+} step_key;
+
+typedef struct step_graph {
+    step_key key;
+    cudaGraphExec_t exec;
+    uint64_t used;
+    size_t bytes;
+} step_graph;
+
+/* graphs by shape: start-up captures ~30 a draft length at 64 sessions; the least recently used
+ * is evicted */
+#define STEP_POOL 512
+
 struct flint_engine_dev {
     int S, L, V, R;
     int dev_drafts, n_rows; /* the staged step: drafts on the GPU, its verify rows */
@@ -45,6 +64,14 @@ struct flint_engine_dev {
     size_t scratch_bytes;
     int device;
     void *stream;
+    /* the one-graph step */
+    cudaEvent_t done;   /* its decisions have reached h_base (the encode may still run) */
+    step_graph *pool;   /* [STEP_POOL] */
+    int n_pool, last;
+    uint64_t tick;
+    long n_captures;
+    double capture_s;
+    size_t graph_bytes;
 };
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
@@ -93,6 +120,9 @@ int flint_engine_dev_open(flint_engine *e, flint_err *err) {
         return flint_err_set(err, FLINT_ERR_NOMEM, "engine: cannot allocate the device-side acceptance buffers "
                              "(%.1f MiB)", (double)(total + d->scratch_bytes) / (1 << 20));
     memset(d->h_base, 0, total);
+    if (cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: cannot create an event");
+    d->pool = flint_xcalloc(STEP_POOL, sizeof *d->pool);
     flint_log_info("engine: acceptance and sampling on the GPU (logits and q stay on the device)");
     return 0;
 }
@@ -101,6 +131,10 @@ void flint_engine_dev_close(flint_engine *e) {
     struct flint_engine_dev *d = e->dev;
     if (!d) return;
     cudaSetDevice(d->device);
+    if (d->stream) cudaStreamSynchronize((cudaStream_t)d->stream);
+    for (int i = 0; d->pool && i < d->n_pool; i++) cudaGraphExecDestroy(d->pool[i].exec);
+    free(d->pool);
+    if (d->done) cudaEventDestroy(d->done);
     cudaFree(d->d_base);
     cudaFreeHost(d->h_base);
     cudaFree(d->scratch);
@@ -108,18 +142,19 @@ void flint_engine_dev_close(flint_engine *e) {
     e->dev = NULL;
 }
 
+static void collect(flint_engine *e, const int *order, int n0, int n, int32_t *out, int *acc);
+
 static flint_cuda_sampling to_dev(const flint_sampling_params *p) {
     flint_cuda_sampling c = {p->temperature, p->top_k, p->top_p, p->min_p, p->seed};
     return c;
 }
 
-int flint_engine_dev_stage(flint_engine *e, const int *order, int n0, int n_d, int R, int dev_drafts,
-                           const int32_t **row_tok, flint_err *err) {
+/* The step's parameters into h_base (the host's part of dev_stage); returns the Markov steps of
+ * the longest draft. */
+static int fill(flint_engine *e, const int *order, int n0, int n_d, int R, int dev_drafts) {
     struct flint_engine_dev *d = e->dev;
     const int L = d->L;
     FLINT_ASSERT(R <= d->R && (!dev_drafts || n_d > 0));
-    if (cudaSetDevice(d->device) != cudaSuccess)
-        return flint_err_set(err, FLINT_ERR_IO, "engine: cannot select the GPU");
     for (int i = 0; i < n0; i++) { /* rows 0..n0-1: sessions without drafts */
         const session *s = &e->ss[order[i]];
         H(e, params_sid, flint_cuda_sampling)[i] = to_dev(&s->p.sampling);
@@ -138,11 +173,21 @@ int flint_engine_dev_stage(flint_engine *e, const int *order, int n0, int n_d, i
             memcpy(H(e, drafts, int32_t) + (size_t)di * L, e->drafts + (size_t)di * e->dmax, sizeof(int32_t) * e->dmax);
     }
     if (dev_drafts) memcpy(H(e, row_src, int32_t), e->row_src, sizeof(int32_t) * (size_t)R);
+    d->dev_drafts = dev_drafts;
+    d->n_rows = R;
+    return n_steps;
+}
+
+int flint_engine_dev_stage(flint_engine *e, const int *order, int n0, int n_d, int R, int dev_drafts,
+                           const int32_t **row_tok, flint_err *err) {
+    struct flint_engine_dev *d = e->dev;
+    const int L = d->L;
+    if (cudaSetDevice(d->device) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: cannot select the GPU");
+    const int n_steps = fill(e, order, n0, n_d, R, dev_drafts);
     cudaStream_t st = (cudaStream_t)d->stream;
     if (cudaMemcpyAsync(d->d_base, d->h_base, d->lo.in_bytes, cudaMemcpyHostToDevice, st) != cudaSuccess)
         return flint_err_set(err, FLINT_ERR_IO, "engine: upload of the step's sampling parameters failed");
-    d->dev_drafts = dev_drafts;
-    d->n_rows = R;
     *row_tok = NULL;
     if (dev_drafts) {
         int stride = 0;
@@ -186,6 +231,15 @@ int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, in
         return flint_err_set(err, FLINT_ERR_IO, "engine: the device-side acceptance failed: %s",
                              cudaGetErrorString(cudaGetLastError()));
     flint_clock_waited_since(t_wait);
+    collect(e, order, n0, n, out, acc);
+    return 0;
+}
+
+/* The decisions in h_base into out / acc per session of order (and, with dev_drafts, the drafted
+ * rows' tokens into e->row_tok). */
+static void collect(flint_engine *e, const int *order, int n0, int n, int32_t *out, int *acc) {
+    struct flint_engine_dev *d = e->dev;
+    const int L = d->L;
     if (d->dev_drafts) /* the drafted rows' tokens, for the host's bookkeeping (and benchmarks' forcing) */
         for (int r = 0; r < d->n_rows; r++)
             if (e->row_src[r] >= 0) e->row_tok[r] = H(e, row_tok, int32_t)[r];
@@ -204,7 +258,214 @@ int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, in
             acc[i] = a;
         }
     }
+}
+
+/* ==== The one-graph step (issue #8) ====
+ * A step that verifies drafts the drafter leaves on the GPU (fixed K, or a dynamic K without
+ * confidence pruning) is known whole on the host before it starts: its requests, positions,
+ * seeds and verify rows. The host stages every module's inputs (the drafter's requests, the
+ * target's batch, the decisions' parameters: three pinned blocks) and the GPU runs, as one graph
+ * on the target's stream: the uploads (memcpy nodes from the pinned blocks), the draft, the
+ * verify rows' tokens, the verify forward, the decisions, their download, an event the host waits
+ * on, and the encode of the verify rows into the drafter's context. The encode takes every verify
+ * row (padded to the forward's bucket) rather than the committed ones only, so no host decision
+ * sits between acceptance and encode: rows past a request's acceptance write context entries at
+ * positions no draft reads before a later step writes them again (a draft reads positions below
+ * its anchor), as the verify forward does with the target's KV. Its rows are independent (the
+ * GEMMs are batch invariant), so the committed entries are the bits the split path writes.
+ * The shape (the graph's key) follows from the number of sessions n and the longest draft only:
+ * the verify rows padded as the target's graphs pad n (longest + 1) rows, the draft's requests as
+ * the drafter's pad n, and the no-draft sampling padded to n's bucket when any session drafts
+ * nothing. So a request drafting less near its end changes no graph, and every shape at 1..K
+ * drafts is captured when the engine opens (flint_engine_dev_capture; on first use otherwise).
+ * Padded verify rows take token 0 and write the sink; padded requests of the acceptance (k = 0,
+ * row 0, greedy) and padded rows of the no-draft sampling (greedy, row i) write decisions nobody
+ * reads. With enforce_eager the same work is launched without a graph. */
+
+static int pad_seqs(int n, int cap) {
+    int b = n <= 8 ? n : 16;
+    while (b < n) b *= 2;
+    return b < cap ? b : cap;
+}
+
+/* Every launch of one step of shape k on the target's stream (captured or not). */
+static int step_enqueue(flint_engine *e, const step_key *k, int capturing, flint_err *err) {
+    struct flint_engine_dev *d = e->dev;
+    cudaStream_t st = (cudaStream_t)d->stream;
+    const int Rb = k->tl.rows, np = k->dl.reqs, L = d->L, V = e->V;
+    if (flint_drafter_enqueue_draft(e->dft, &k->dl, err)) return -1;
+    if (cudaMemcpyAsync(d->d_base, d->h_base, d->lo.in_bytes, cudaMemcpyHostToDevice, st) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: upload of the step's sampling parameters failed");
+    int stride = 0;
+    const int32_t *toks = flint_drafter_device_tokens(e->dft, &stride);
+    FLINT_ASSERT(toks && stride == np);
+    flint_cuda_draft_rows(D(e, row_tok, int32_t), D(e, row_src, int32_t), Rb, D(e, ddrafts, int32_t), L, np,
+                          k->dl.n_steps, toks, stride, (flint_cuda_stream_s)st);
+    if (flint_target_enqueue(e->tgt, &k->tl, D(e, row_tok, int32_t), err)) return -1;
+    flint_target_device_view v;
+    flint_target_get_device_view(e->tgt, &v);
+    if (k->n0b > 0)
+        flint_cuda_sample(D(e, tok0, int32_t), NULL, 0, v.logits, V, k->n0b, V, D(e, params_sid, flint_cuda_sampling),
+                          D(e, row_param, int32_t), D(e, pos_s, int64_t), FLINT_RNG_SAMPLE, d->scratch,
+                          (flint_cuda_stream_s)st);
+    const float *q = e->o.draft_greedy ? NULL : flint_drafter_device_q(e->dft);
+    flint_cuda_accept(D(e, out, int32_t), D(e, n_acc, int32_t), D(e, ddrafts, int32_t), L, D(e, k, int32_t), q,
+                      (size_t)e->dmax * V, V, v.logits, V, D(e, row0, int32_t), D(e, pos0, int64_t),
+                      D(e, params_req, flint_cuda_sampling), np, V, d->scratch, (flint_cuda_stream_s)st);
+    if (cudaMemcpyAsync(d->h_base + d->lo.in_bytes, d->d_base + d->lo.in_bytes, d->lo.out_bytes,
+                        cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+        (capturing ? cudaEventRecordWithFlags(d->done, st, cudaEventRecordExternal) : cudaEventRecord(d->done, st)) !=
+            cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: the step's download: %s",
+                             cudaGetErrorString(cudaGetLastError()));
+    return flint_drafter_enqueue_encode(e->dft, Rb, v.taps, v.pos, v.row_seq, v.tables, v.bt_stride, err);
+}
+
+/* The graph of shape k: found, or captured now (evicting the least recently used). */
+static int step_graph_get(flint_engine *e, const step_key *k, cudaGraphExec_t *out, flint_err *err) {
+    struct flint_engine_dev *d = e->dev;
+    for (int j = 0; j < d->n_pool; j++) { /* steps of one shape follow each other: the last first */
+        const int i = j == 0 ? d->last : j == d->last ? 0 : j;
+        if (!memcmp(&d->pool[i].key, k, sizeof *k)) {
+            d->last = i;
+            d->pool[i].used = ++d->tick;
+            *out = d->pool[i].exec;
+            return 0;
+        }
+    }
+    int slot = d->n_pool;
+    if (slot == STEP_POOL) {
+        slot = 0;
+        for (int i = 1; i < STEP_POOL; i++)
+            if (d->pool[i].used < d->pool[slot].used) slot = i;
+        cudaGraphExecDestroy(d->pool[slot].exec); /* an in-flight launch of it completes first */
+        d->pool[slot].exec = NULL;
+        memset(&d->pool[slot].key, 0xff, sizeof d->pool[slot].key); /* matches nothing until refilled */
+        d->graph_bytes -= d->pool[slot].bytes;
+        d->pool[slot].bytes = 0;
+    }
+    cudaStream_t st = (cudaStream_t)d->stream;
+    size_t free0 = 0, free1 = 0, total = 0;
+    cudaMemGetInfo(&free0, &total);
+    const double t0 = flint_clock_ms();
+    cudaGraph_t graph = NULL;
+    if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: step graph capture: %s", cudaGetErrorString(cudaGetLastError()));
+    const int rc = step_enqueue(e, k, 1, err);
+    cudaError_t ce = cudaStreamEndCapture(st, &graph);
+    if (rc || ce != cudaSuccess) {
+        if (graph) cudaGraphDestroy(graph);
+        return rc ? -1 : flint_err_set(err, FLINT_ERR_IO, "engine: step graph capture: %s", cudaGetErrorString(ce));
+    }
+    cudaGraphExec_t exec = NULL;
+    ce = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (ce != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: step graph instantiate: %s", cudaGetErrorString(ce));
+    cudaMemGetInfo(&free1, &total);
+    d->capture_s += (flint_clock_ms() - t0) / 1e3;
+    d->n_captures++;
+    d->pool[slot].bytes = free0 > free1 ? free0 - free1 : 0;
+    d->graph_bytes += d->pool[slot].bytes;
+    d->pool[slot].key = *k;
+    d->pool[slot].exec = exec;
+    d->pool[slot].used = ++d->tick;
+    if (slot == d->n_pool) d->n_pool++;
+    d->last = slot;
+    *out = exec;
     return 0;
+}
+
+/* The shape of a step of n sessions whose longest draft is n_steps, with or without sessions that
+ * draft nothing: every session's rows fit n (n_steps + 1) rows, and the draft requests n. */
+static void shape(flint_engine *e, int n, int n_steps, int no_draft, step_key *k) {
+    memset(k, 0, sizeof *k);
+    flint_target_plan(e->tgt, n * (n_steps + 1), n, pad_seqs(n, e->o.max_seqs), e->n_taps, e->tap_layers, &k->tl);
+    flint_drafter_plan_draft(e->dft, n, n_steps, !e->o.draft_greedy, &k->dl);
+    const int cap = k->tl.rows < e->o.max_seqs ? k->tl.rows : e->o.max_seqs; /* rows that exist; params' size */
+    k->n0b = no_draft ? pad_seqs(n, cap) : 0;
+}
+
+int flint_engine_dev_step_ok(const flint_engine *e) {
+    return e->dev && e->dft && e->dev_taps && e->row_src && !e->o.split_step && !e->o.profile;
+}
+
+int flint_engine_dev_step(flint_engine *e, const int *order, int n0, int n, int n_d, int R, int32_t *out, int *acc,
+                          flint_err *err) {
+    struct flint_engine_dev *d = e->dev;
+    FLINT_ASSERT(n_d > 0 && flint_engine_dev_step_ok(e));
+    if (cudaSetDevice(d->device) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: cannot select the GPU");
+    if (flint_drafter_step_prepare(e->dft, e->tables, err)) return -1;
+    step_key k;
+    memset(&k, 0, sizeof k);
+    for (int r = 0; r < R; r++) e->logit_rows[r] = r;
+    flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
+                            .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = R,
+                            .logit_rows = e->logit_rows, .n_taps = e->n_taps, .tap_layers = e->tap_layers,
+                            .logits_on_device = 1, .taps_on_device = 1};
+    /* the shape depends on the number of sessions and the longest draft only (requests drafting
+     * less pad their rows; sessions that draft nothing only add the no-draft sampling) */
+    int n_steps = 0;
+    for (int di = 0; di < n_d; di++)
+        if (e->dreqs[di].n_draft > n_steps) n_steps = e->dreqs[di].n_draft;
+    shape(e, n, n_steps, n0 > 0, &k);
+    if (flint_target_stage(e->tgt, &b, &k.tl, err) ||
+        flint_drafter_stage_draft(e->dft, n_d, e->dreqs, e->tables, e->o.max_seqs, &k.dl, err))
+        return -1;
+    fill(e, order, n0, n_d, R, 1);
+    const int Rb = k.tl.rows, np = k.dl.reqs;
+    FLINT_ASSERT(Rb >= R && Rb <= d->R && np >= n_d && np <= d->S && k.n0b >= n0);
+    const flint_cuda_sampling greedy = {0};
+    for (int i = n0; i < k.n0b; i++) /* padded no-draft rows: greedy on rows that exist */
+        H(e, params_sid, flint_cuda_sampling)[i] = greedy, H(e, row_param, int32_t)[i] = i, H(e, pos_s, int64_t)[i] = 0;
+    for (int di = n_d; di < np; di++) { /* padded requests: nothing to verify */
+        H(e, params_req, flint_cuda_sampling)[di] = greedy;
+        H(e, k, int32_t)[di] = 0, H(e, row0, int32_t)[di] = 0, H(e, pos0, int64_t)[di] = 0;
+    }
+    for (int r = R; r < Rb; r++) H(e, row_src, int32_t)[r] = -1; /* token 0, as the forward's padded rows */
+    if (e->o.enforce_eager) {
+        if (step_enqueue(e, &k, 0, err)) return -1;
+    } else {
+        cudaGraphExec_t exec = NULL;
+        if (step_graph_get(e, &k, &exec, err)) return -1;
+        if (cudaGraphLaunch(exec, (cudaStream_t)d->stream) != cudaSuccess)
+            return flint_err_set(err, FLINT_ERR_IO, "engine: step graph launch: %s",
+                                 cudaGetErrorString(cudaGetLastError()));
+    }
+    const double t_wait = flint_clock_ms();
+    if (cudaEventSynchronize(d->done) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: the step failed: %s", cudaGetErrorString(cudaGetLastError()));
+    flint_clock_waited_since(t_wait);
+    collect(e, order, n0, n, out, acc);
+    return 0;
+}
+
+/* The graphs of every step shape at k_min..k_max drafts (with and without sessions that draft
+ * nothing), captured when the engine opens so that steps only replay. */
+int flint_engine_dev_capture(flint_engine *e, int k_min, int k_max, flint_err *err) {
+    struct flint_engine_dev *d = e->dev;
+    if (!flint_engine_dev_step_ok(e) || e->o.enforce_eager || k_min < 1) return 0;
+    if (cudaSetDevice(d->device) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: cannot select the GPU");
+    for (int K = k_min; K <= k_max; K++)
+        for (int n = 1; n <= e->o.max_seqs && n * (K + 1) <= e->max_rows; n++)
+            for (int no_draft = 0; no_draft < 2; no_draft++) {
+                step_key k;
+                shape(e, n, K, no_draft, &k);
+                cudaGraphExec_t exec;
+                if (step_graph_get(e, &k, &exec, err)) return -1;
+            }
+    return 0;
+}
+
+void flint_engine_dev_graph_stats(const flint_engine *e, int *n_graphs, long *n_captures, double *capture_s,
+                                  size_t *bytes) {
+    const struct flint_engine_dev *d = e->dev;
+    *n_graphs = d ? d->n_pool : 0;
+    *n_captures = d ? d->n_captures : 0;
+    *capture_s = d ? d->capture_s : 0;
+    *bytes = d ? d->graph_bytes : 0;
 }
 
 void flint_engine_dev_wait(flint_engine *e) {
@@ -217,6 +478,25 @@ void flint_engine_dev_wait(flint_engine *e) {
 }
 
 #else /* no CUDA backend: the host path only */
+
+int flint_engine_dev_step_ok(const flint_engine *e) {
+    (void)e;
+    return 0;
+}
+int flint_engine_dev_step(flint_engine *e, const int *order, int n0, int n, int n_d, int R, int32_t *out, int *acc,
+                          flint_err *err) {
+    (void)e, (void)order, (void)n0, (void)n, (void)n_d, (void)R, (void)out, (void)acc;
+    return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "engine: no CUDA backend");
+}
+int flint_engine_dev_capture(flint_engine *e, int k_min, int k_max, flint_err *err) {
+    (void)e, (void)k_min, (void)k_max, (void)err;
+    return 0;
+}
+void flint_engine_dev_graph_stats(const flint_engine *e, int *n_graphs, long *n_captures, double *capture_s,
+                                  size_t *bytes) {
+    (void)e;
+    *n_graphs = 0, *n_captures = 0, *capture_s = 0, *bytes = 0;
+}
 
 void flint_engine_dev_wait(flint_engine *e) { (void)e; }
 

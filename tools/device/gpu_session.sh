@@ -52,7 +52,7 @@ san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2
     $BIN/test_cuda_ops --quick --no-lab
 step sampler 120 sampler.log $BIN/test_sampler_cuda
 step drafter 180 drafter.log $BIN/test_drafter_cuda "$PWD"
-step target 240 target.log $BIN/test_target_cuda "$PWD"
+step target 420 target.log $BIN/test_target_cuda "$PWD"
 step tp 240 tp.log $BIN/test_tp_cuda "$PWD"
 # shellcheck disable=SC2086
 step bench 300 bench.log $BIN/flint bench --device cuda --load-format dummy $SHAPE_ARGS --steps 30 \
@@ -85,10 +85,14 @@ step spec8b 400 spec8b.log $BIN/flint bench --device cuda --load-format dummy --
 # the embedded pair with real acceptance (GSM8K questions as context): fixed draft lengths, then
 # dynamic ones (#8: within 3% of the best fixed K at every batch)
 EMB_ARGS="models/flint-tiny --device cuda --batch-sizes ${EMB_BATCHES:-1,8,32,64} --context 128 --dataset gsm8k \
---warmup 10 --steps 60"
+--warmup 10 --steps 60 --rounds ${EMB_ROUNDS:-1}"
 # shellcheck disable=SC2086
 step embedded 300 embedded.log $BIN/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
     --draft-lengths 1,3,5,7 --output "$OUT/embedded.json"
+# the same with drafting steps as separate launches instead of one graph (#8's A/B)
+# shellcheck disable=SC2086
+step embsplit 300 embsplit.log $BIN/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
+    --draft-lengths 1,3,5,7 --split-step --output "$OUT/embsplit.json"
 # shellcheck disable=SC2086
 step embedkp 300 embedkp.log $BIN/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
     --draft-lengths 1,3,5,7 --kernel-pdl 0 --output "$OUT/embedkp.json"
