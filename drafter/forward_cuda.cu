@@ -348,6 +348,7 @@ struct flint_drafter_cuda {
     /* host */
     par_layout pl;
     char *hpar;                 /* pinned */
+    const char *hpar_dev;       /* hpar as the device addresses it (mapped pinned memory) */
     cudaEvent_t staged;         /* the last upload of hpar has left it (encode returns without waiting) */
     /* Encodes run on their own low-priority stream, es, beside the target's: a step that drafts
      * nothing (dynamic draft lengths) then overlaps the encode of the rows it committed with the
@@ -382,6 +383,8 @@ struct flint_drafter_cuda {
 };
 
 #define HP(g, f, type) ((type *)((g)->hpar + (g)->pl.f))
+/* the device's address of a pointer into the pinned block hpar (h_toks, h_conf, h_held_src ..) */
+#define DEV_OF(g, p) ((void *)((g)->hpar_dev + ((const char *)(p) - (g)->hpar)))
 #define DP(g, f, type) ((type *)((g)->dpar + (g)->pl.f))
 
 /* Device pointers carved with the host's arena (core/arena.h only does pointer arithmetic): a
@@ -584,6 +587,7 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
                                     sizeof(int32_t) * C),
             "pinned staging");
     g->hpar = (char *)hp;
+    CUDA_OK(cudaHostGetDevicePointer((void **)&g->hpar_dev, g->hpar, 0), "pinned staging's device address");
     g->h_toks = (int32_t *)(g->hpar + ((g->pl.bytes + 15) & ~(size_t)15));
     g->h_conf = (float *)(g->h_toks + K * Q);
     g->h_held_src = (int32_t *)(g->h_conf + Q * K);
@@ -808,9 +812,17 @@ static int stage_table(struct flint_drafter_cuda *g, int *n_used, int32_t seq, c
     return k;
 }
 
+/* The staging block's prefix with n_used tables into dpar on stream s: a kernel reading the
+ * block where it lies (mapped pinned memory), not a copy-engine transfer (the target's
+ * upload_batch says why). */
+static void copy_params(struct flint_drafter_cuda *g, int n_used, cudaStream_t s) {
+    const int words = (int)((g->pl.tables + sizeof(int32_t) * (size_t)n_used * g->bt_stride) / 4);
+    flint_cuda_copy_rows((float *)g->dpar, words, (const float *)g->hpar_dev, words, 1, words, (flint_cuda_stream)s);
+}
+
+/* copy_params, then `staged` marks when the host may write the block again. */
 static int upload_params(struct flint_drafter_cuda *g, int n_used, cudaStream_t s, flint_err *err) {
-    size_t n = g->pl.tables + sizeof(int32_t) * (size_t)n_used * g->bt_stride;
-    CUDA_OK(cudaMemcpyAsync(g->dpar, g->hpar, n, cudaMemcpyHostToDevice, s), "batch upload");
+    copy_params(g, n_used, s);
     CUDA_OK(cudaEventRecord(g->staged, s), "event");
     return 0;
 }
@@ -1031,9 +1043,8 @@ static int hold_encode(flint_drafter *d, const flint_drafter_ctx_batch *b, flint
         g->held_seq[P + r] = b->row_seq[r];
     }
     if (!in_order) {
-        CUDA_OK(cudaMemcpyAsync(g->held_src + P, g->h_held_src + P, sizeof(int32_t) * (size_t)R,
-                                cudaMemcpyHostToDevice, g->stream),
-                "held rows upload");
+        flint_cuda_copy_rows((float *)(g->held_src + P), R, (const float *)DEV_OF(g, g->h_held_src + P), R, 1, R,
+                             (flint_cuda_stream)g->stream);
         CUDA_OK(cudaEventRecord(g->held_up, g->stream), "event");
     }
     gather_bf16(g->taps_b + (size_t)P * nTH, b->taps_device, in_order ? NULL : g->held_src + P, R, nTH,
@@ -1179,11 +1190,12 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
         CUDA_OK(cudaGetLastError(), "draft launch");
         return 0;
     }
-    CUDA_OK(cudaMemcpyAsync(g->h_toks, g->toks, sizeof(int32_t) * (size_t)n_steps * np, cudaMemcpyDeviceToHost,
-                            g->stream), "draft download");
+    /* into the pinned block by kernels (the uploads' reason) */
+    flint_cuda_copy_rows((float *)DEV_OF(g, g->h_toks), n_steps * np, (const float *)g->toks, n_steps * np, 1,
+                         n_steps * np, (flint_cuda_stream)g->stream);
     if (out->confidence && g->conf_w)
-        CUDA_OK(cudaMemcpyAsync(g->h_conf, g->conf, sizeof(float) * (size_t)n_reqs * K, cudaMemcpyDeviceToHost,
-                                g->stream), "confidence download");
+        flint_cuda_copy_rows((float *)DEV_OF(g, g->h_conf), n_reqs * K, g->conf, n_reqs * K, 1, n_reqs * K,
+                             (flint_cuda_stream)g->stream);
     if (out->logits && download_rows(out->logits, (size_t)K * Vd, g->u + (size_t)first * Vd, (size_t)B * Vd, Vd,
                                      n_reqs, reqs, NULL, g->stream, err))
         return -1;
@@ -1237,8 +1249,9 @@ int flint_drafter_stage_draft_cuda(flint_drafter *d, int n_reqs, const flint_dra
 
 int flint_drafter_enqueue_draft(flint_drafter *d, const flint_drafter_launch *l, flint_err *err) {
     struct flint_drafter_cuda *g = d->cuda;
-    const size_t n = g->pl.tables + sizeof(int32_t) * (size_t)l->n_tables * g->bt_stride;
-    CUDA_OK(cudaMemcpyAsync(g->dpar, g->hpar, n, cudaMemcpyHostToDevice, g->stream), "draft upload");
+    FLINT_ASSERT(l->reqs <= d->opts.max_reqs && l->n_tables <= g->max_tables);
+    copy_params(g, l->n_tables, g->stream); /* the step's end tells the host the block is free */
+    (void)err;
     g->toks_stride = l->reqs;
     dgraph_key k;
     memset(&k, 0, sizeof k);

@@ -86,6 +86,7 @@ struct flint_target_cuda {
      * forward may not overwrite it earlier, since a forward whose outputs stay on the device
      * returns without waiting) */
     unsigned char *h_in;
+    const unsigned char *h_in_dev; /* h_in as the device addresses it (mapped pinned memory) */
     int32_t *h_row_seq, *h_tables, *h_tokens, *h_pos, *h_logit_rows;
     cudaEvent_t staged;
     /* captured forwards, keyed by their launch shape (graph_key); least recently used evicted */
@@ -423,6 +424,7 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
         unsigned char *d0 = (unsigned char *)g->tokens;
         const size_t in_bytes = (size_t)((unsigned char *)(g->tables + (R + 1) * (size_t)g->bt_stride) - d0);
         CUDA_OK(cudaMallocHost((void **)&g->h_in, in_bytes), "pinned batch staging");
+        CUDA_OK(cudaHostGetDevicePointer((void **)&g->h_in_dev, g->h_in, 0), "pinned batch staging's device address");
         memset(g->h_in, 0, in_bytes);
 #define MIRROR(dev) ((int32_t *)(g->h_in + ((unsigned char *)(dev) - d0)))
         g->h_tokens = MIRROR(g->tokens);
@@ -772,11 +774,13 @@ static int stage_batch(flint_target *t, struct flint_target_cuda *g, const flint
 }
 
 /* The staging block's upload (tokens, pos, row_seq, logit_rows, then n_tables tables: one copy)
- * on the target's stream. */
-static int upload_batch(struct flint_target_cuda *g, int n_tables, flint_err *err) {
-    const size_t n = (size_t)((unsigned char *)(g->h_tables + (size_t)n_tables * g->bt_stride) - g->h_in);
-    CUDA_OK(cudaMemcpyAsync(g->tokens, g->h_in, n, cudaMemcpyHostToDevice, g->stream), "batch upload");
-    return 0;
+ * on the target's stream: a kernel that reads the block where it lies (mapped pinned memory), not
+ * a copy-engine transfer, whose synchronisation with the kernels around it cost ~5 us of GPU time
+ * (and, as a captured node, as much of the graph's launch on the host; H200, session 21). */
+static void upload_batch(struct flint_target_cuda *g, int n_tables) {
+    const int words = (int)(((unsigned char *)(g->h_tables + (size_t)n_tables * g->bt_stride) - g->h_in) / 4);
+    flint_cuda_copy_rows((float *)g->tokens, words, (const float *)g->h_in_dev, words, 1, words,
+                         (flint_cuda_stream)g->stream);
 }
 
 static void key_of_launch(const flint_target_launch *l, graph_key *k) {
@@ -828,12 +832,13 @@ int flint_target_stage_cuda(flint_target *t, const flint_target_batch *b, const 
 int flint_target_enqueue(flint_target *t, const flint_target_launch *l, const int32_t *tokens_device, flint_err *err) {
     struct flint_target_cuda *g = t->cuda;
     cudaStream_t st = g->stream;
+    FLINT_ASSERT(l->rows <= t->opts.max_rows && l->n_tables <= t->opts.max_rows + 1);
     graph_key k;
     key_of_launch(l, &k);
-    if (upload_batch(g, l->n_tables, err)) return -1;
+    upload_batch(g, l->n_tables);
     if (tokens_device) /* the whole padded block: the writer fills the padded rows with token 0 */
-        CUDA_OK(cudaMemcpyAsync(g->tokens, tokens_device, sizeof(int32_t) * (size_t)k.rows, cudaMemcpyDeviceToDevice,
-                                st), "device tokens");
+        flint_cuda_copy_rows((float *)g->tokens, k.rows, (const float *)tokens_device, k.rows, 1, k.rows,
+                             (flint_cuda_stream)st);
     return launch_forward(t, g, &k, err);
 }
 
@@ -856,11 +861,11 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     const int graphed = !o->enforce_eager && R <= o->graph_max_rows;
     graph_key k;
     int n_used = 0;
-    if (stage_batch(t, g, b, graphed, NULL, &k, &n_used, err) || upload_batch(g, n_used, err)) return -1;
+    if (stage_batch(t, g, b, graphed, NULL, &k, &n_used, err)) return -1;
+    upload_batch(g, n_used);
     CUDA_OK(cudaEventRecord(g->staged, st), "event");
     if (b->tokens_device) /* the drafts the GPU drew, over the staged placeholders (outside the graph) */
-        CUDA_OK(cudaMemcpyAsync(g->tokens, b->tokens_device, sizeof(int32_t) * (size_t)R, cudaMemcpyDeviceToDevice, st),
-                "device tokens");
+        flint_cuda_copy_rows((float *)g->tokens, R, (const float *)b->tokens_device, R, 1, R, (flint_cuda_stream)st);
     if (graphed) {
         cudaGraphExec_t exec;
         if (forward_graph(t, g, &k, &exec, err)) return -1;

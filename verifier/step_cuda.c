@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include "sampler/sampler_cuda.h"
+#include "target/ops_cuda.h"
 
 /* Host mirror and device copy share one layout: inputs first (one upload), outputs after (one
  * download). */
@@ -60,6 +61,7 @@ struct flint_engine_dev {
     int dev_drafts, n_rows; /* the staged step: drafts on the GPU, its verify rows */
     dev_layout lo;
     unsigned char *d_base, *h_base; /* device buffers, pinned host mirror */
+    unsigned char *h_dev;           /* h_base as the device addresses it (mapped pinned memory) */
     void *scratch;
     size_t scratch_bytes;
     int device;
@@ -120,6 +122,8 @@ int flint_engine_dev_open(flint_engine *e, flint_err *err) {
         return flint_err_set(err, FLINT_ERR_NOMEM, "engine: cannot allocate the device-side acceptance buffers "
                              "(%.1f MiB)", (double)(total + d->scratch_bytes) / (1 << 20));
     memset(d->h_base, 0, total);
+    if (cudaHostGetDevicePointer((void **)&d->h_dev, d->h_base, 0) != cudaSuccess)
+        return flint_err_set(err, FLINT_ERR_IO, "engine: the pinned decisions block has no device address");
     if (cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming) != cudaSuccess)
         return flint_err_set(err, FLINT_ERR_IO, "engine: cannot create an event");
     d->pool = flint_xcalloc(STEP_POOL, sizeof *d->pool);
@@ -143,6 +147,20 @@ void flint_engine_dev_close(flint_engine *e) {
 }
 
 static void collect(flint_engine *e, const int *order, int n0, int n, int32_t *out, int *acc);
+
+/* The inputs up and the outputs down on the target's stream: kernels over the mapped pinned block,
+ * not copy-engine transfers, whose synchronisation with the kernels around them cost ~5 us of GPU
+ * time each (and, as nodes of a captured step, as much of its launch on the host; H200, session
+ * 21). */
+static void upload(struct flint_engine_dev *d) {
+    const int w = (int)(d->lo.in_bytes / 4);
+    flint_cuda_copy_rows((float *)d->d_base, w, (const float *)d->h_dev, w, 1, w, (flint_cuda_stream)d->stream);
+}
+static void download(struct flint_engine_dev *d) {
+    const int w = (int)(d->lo.out_bytes / 4);
+    flint_cuda_copy_rows((float *)(d->h_dev + d->lo.in_bytes), w, (const float *)(d->d_base + d->lo.in_bytes), w, 1, w,
+                         (flint_cuda_stream)d->stream);
+}
 
 static flint_cuda_sampling to_dev(const flint_sampling_params *p) {
     flint_cuda_sampling c = {p->temperature, p->top_k, p->top_p, p->min_p, p->seed};
@@ -186,8 +204,7 @@ int flint_engine_dev_stage(flint_engine *e, const int *order, int n0, int n_d, i
         return flint_err_set(err, FLINT_ERR_IO, "engine: cannot select the GPU");
     const int n_steps = fill(e, order, n0, n_d, R, dev_drafts);
     cudaStream_t st = (cudaStream_t)d->stream;
-    if (cudaMemcpyAsync(d->d_base, d->h_base, d->lo.in_bytes, cudaMemcpyHostToDevice, st) != cudaSuccess)
-        return flint_err_set(err, FLINT_ERR_IO, "engine: upload of the step's sampling parameters failed");
+    upload(d);
     *row_tok = NULL;
     if (dev_drafts) {
         int stride = 0;
@@ -225,9 +242,8 @@ int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, in
                           D(e, params_req, flint_cuda_sampling), n_d, V, d->scratch, (flint_cuda_stream_s)st);
     }
     const double t_wait = flint_clock_ms();
-    if (cudaMemcpyAsync(d->h_base + d->lo.in_bytes, d->d_base + d->lo.in_bytes, d->lo.out_bytes,
-                        cudaMemcpyDeviceToHost, st) != cudaSuccess ||
-        cudaStreamSynchronize(st) != cudaSuccess)
+    download(d);
+    if (cudaStreamSynchronize(st) != cudaSuccess)
         return flint_err_set(err, FLINT_ERR_IO, "engine: the device-side acceptance failed: %s",
                              cudaGetErrorString(cudaGetLastError()));
     flint_clock_waited_since(t_wait);
@@ -294,8 +310,7 @@ static int step_enqueue(flint_engine *e, const step_key *k, int capturing, flint
     cudaStream_t st = (cudaStream_t)d->stream;
     const int Rb = k->tl.rows, np = k->dl.reqs, L = d->L, V = e->V;
     if (flint_drafter_enqueue_draft(e->dft, &k->dl, err)) return -1;
-    if (cudaMemcpyAsync(d->d_base, d->h_base, d->lo.in_bytes, cudaMemcpyHostToDevice, st) != cudaSuccess)
-        return flint_err_set(err, FLINT_ERR_IO, "engine: upload of the step's sampling parameters failed");
+    upload(d);
     int stride = 0;
     const int32_t *toks = flint_drafter_device_tokens(e->dft, &stride);
     FLINT_ASSERT(toks && stride == np);
@@ -312,10 +327,9 @@ static int step_enqueue(flint_engine *e, const step_key *k, int capturing, flint
     flint_cuda_accept(D(e, out, int32_t), D(e, n_acc, int32_t), D(e, ddrafts, int32_t), L, D(e, k, int32_t), q,
                       (size_t)e->dmax * V, V, v.logits, V, D(e, row0, int32_t), D(e, pos0, int64_t),
                       D(e, params_req, flint_cuda_sampling), np, V, d->scratch, (flint_cuda_stream_s)st);
-    if (cudaMemcpyAsync(d->h_base + d->lo.in_bytes, d->d_base + d->lo.in_bytes, d->lo.out_bytes,
-                        cudaMemcpyDeviceToHost, st) != cudaSuccess ||
-        (capturing ? cudaEventRecordWithFlags(d->done, st, cudaEventRecordExternal) : cudaEventRecord(d->done, st)) !=
-            cudaSuccess)
+    download(d);
+    if ((capturing ? cudaEventRecordWithFlags(d->done, st, cudaEventRecordExternal) : cudaEventRecord(d->done, st)) !=
+        cudaSuccess)
         return flint_err_set(err, FLINT_ERR_IO, "engine: the step's download: %s",
                              cudaGetErrorString(cudaGetLastError()));
     return flint_drafter_enqueue_encode(e->dft, Rb, v.taps, v.pos, v.row_seq, v.tables, v.bt_stride, err);
