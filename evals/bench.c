@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef FLINT_HAVE_CUDA
+#include "sampler/sampler_cuda.h"
+#endif
 #include "core/log.h"
 #include "evals/evals_internal.h"
 #include "evals/stats.h"
@@ -214,6 +217,9 @@ done:
 
 int flint_bench_run(const flint_bench_options *o, flint_err *err) {
     flint_target_cuda_tuning(o->gemm_pdl, o->gemm_wgmma, o->kernel_pdl);
+#ifdef FLINT_HAVE_CUDA
+    flint_cuda_sampler_set_pdl(o->kernel_pdl); /* the sampler's kernels follow the others' setting */
+#endif
     if (o->dummy && !o->spec_config) return flint_bench_gpu_run(o, err); /* the target's verify step alone */
     int rc = -1, n_pool = 0, nk = o->n_draft + 1, max_b = 0;
     int32_t *pool = NULL;

@@ -588,6 +588,43 @@ static __device__ __forceinline__ void smp_take(float v, int j, int base, int nr
     sp[j] = x;
 }
 
+/* Programmatic dependent launch, as the target's kernels (target/cuda_common.cuh says how): every
+ * kernel here waits (griddepcontrol.wait) before its first memory access, so it may be scheduled
+ * while the kernel before it still runs; launched so while smp_pdl is on (the default;
+ * flint_cuda_sampler_set_pdl). The draft's Markov loop launches the sampler after each step's
+ * bias, and a plain launch waited for the whole grid before it. */
+static int smp_pdl = 1;
+int flint_cuda_sampler_set_pdl(int on) {
+    const int old = smp_pdl;
+    if (on >= 0) smp_pdl = on != 0;
+    return old;
+}
+static __device__ __forceinline__ void smp_pdl_start(void) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+/* attrs[0..): the PDL attribute when on; returns how many were set */
+static int smp_pdl_attr(cudaLaunchAttribute *at) {
+    if (!smp_pdl) return 0;
+    memset(at, 0, sizeof *at);
+    at->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at->val.programmaticStreamSerializationAllowed = 1;
+    return 1;
+}
+/* a plain (non-cluster) kernel of this file, with the PDL attribute when on */
+#define SMP_LAUNCH(kernel, grid, block, st_, ...)                                                          \
+    do {                                                                                                      \
+        cudaLaunchAttribute at_[1];                                                                           \
+        cudaLaunchConfig_t cfg_;                                                                              \
+        memset(&cfg_, 0, sizeof cfg_);                                                                        \
+        cfg_.gridDim = dim3(grid);                                                                            \
+        cfg_.blockDim = dim3(block);                                                                          \
+        cfg_.stream = (st_);                                                                               \
+        cfg_.attrs = at_;                                                                                     \
+        cfg_.numAttrs = (unsigned)smp_pdl_attr(at_);                                                          \
+        SMP_CHECK(cudaLaunchKernelEx(&cfg_, kernel, __VA_ARGS__));                                            \
+    } while (0)
+
 static __global__ void __launch_bounds__(SMP_T, 2) sampler_kernel(smp_args a) {
     extern __shared__ __align__(16) unsigned char smem[];
     __shared__ smp_shared sh;
@@ -596,6 +633,7 @@ static __global__ void __launch_bounds__(SMP_T, 2) sampler_kernel(smp_args a) {
     u64 *hm = (u64 *)(smem + (size_t)a.L * 4 + 2 * SMP_BINS * 4);
     const int C = a.C, E = a.E, L = a.L, V = a.V, t = threadIdx.x;
     const int rank = (int)__clusterRelativeBlockRank(), cid = blockIdx.x / C;
+    smp_pdl_start();
     smp_row w;
     if (!smp_row_setup(&a, cid, &w)) return; /* the whole cluster leaves, before any barrier */
     const int base = rank * L, nreal = V - base;
@@ -779,6 +817,7 @@ static __global__ void __launch_bounds__(SMP_T, 2) sampler_kernel(smp_args a) {
 static __global__ void accept_finish_kernel(int32_t *out, int32_t *n_acc, const int32_t *draft, int ld_draft,
                                             const int32_t *k, int n_req, const int32_t *res_acc,
                                             const int32_t *res_tok) {
+    smp_pdl_start();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_req) return;
     const int kk = min(max(k[i], 0), ld_draft), slot = i * (ld_draft + 1);
@@ -844,7 +883,7 @@ static void smp_init(void) { /* once: the largest slice's shared memory, whateve
 static void smp_launch(smp_args *a, int n_clusters, cudaStream_t s) {
     pthread_once(&smp_once, smp_init);
     cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute at[1];
+    cudaLaunchAttribute at[2];
     memset(&cfg, 0, sizeof cfg);
     memset(at, 0, sizeof at);
     cfg.gridDim = dim3((unsigned)(a->C * n_clusters), 1, 1);
@@ -856,13 +895,14 @@ static void smp_launch(smp_args *a, int n_clusters, cudaStream_t s) {
     at[0].val.clusterDim.y = 1;
     at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = 1 + (unsigned)smp_pdl_attr(&at[1]);
     void *args[1] = {a};
     SMP_CHECK(cudaLaunchKernelExC(&cfg, (const void *)sampler_kernel, args));
 }
 
 static __global__ void draft_rows_kernel(int32_t *row_tok, const int32_t *src, int n_rows, int32_t *drafts, int L,
                                          int n_d, int n_steps, const int32_t *toks, int stride) {
+    smp_pdl_start();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n_rows) {
         const int32_t v = src[i];
@@ -879,8 +919,8 @@ void flint_cuda_draft_rows(int32_t *row_tok, const int32_t *src, int n_rows, int
     FLINT_ASSERT(n_rows >= 0 && n_d >= 0 && L > 0 && n_steps >= 0 && n_steps <= L && stride >= n_d);
     const int n = n_rows > n_d * L ? n_rows : n_d * L;
     if (n == 0) return;
-    draft_rows_kernel<<<(n + 255) / 256, 256, 0, (cudaStream_t)s>>>(row_tok, src, n_rows, drafts, L, n_d, n_steps, toks,
-                                                                    stride);
+    SMP_LAUNCH(draft_rows_kernel, (n + 255) / 256, 256, (cudaStream_t)s, row_tok, src, n_rows, drafts, L, n_d, n_steps,
+               toks, stride);
     SMP_CHECK(cudaGetLastError());
 }
 
@@ -956,8 +996,8 @@ void flint_cuda_accept(int32_t *out, int32_t *n_acc, const int32_t *draft, int l
     a.res_acc = (int32_t *)scratch;
     a.res_tok = (int32_t *)scratch + slots;
     smp_launch(&a, slots, (cudaStream_t)s);
-    accept_finish_kernel<<<(n_req + 127) / 128, 128, 0, (cudaStream_t)s>>>(out, n_acc, draft, ld_draft, k, n_req,
-                                                                             a.res_acc, a.res_tok);
+    SMP_LAUNCH(accept_finish_kernel, (n_req + 127) / 128, 128, (cudaStream_t)s, out, n_acc, draft, ld_draft, k, n_req,
+               (const int32_t *)a.res_acc, (const int32_t *)a.res_tok);
     SMP_CHECK(cudaGetLastError());
 }
 

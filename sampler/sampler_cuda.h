@@ -87,6 +87,12 @@ void flint_cuda_draft_rows(int32_t *row_tok, const int32_t *src, int n_rows, int
  * each launch. Returns the previous setting. */
 int flint_cuda_sampler_set_exact_exp(int exact);
 
+/* Programmatic dependent launch for this module's kernels (each waits for the kernel before it
+ * before touching memory, so the bits are the same either way): 1 (default) on, 0 off, negative
+ * keeps the setting; returns the previous one. Process-wide; read at each launch (and baked into
+ * captured graphs). */
+int flint_cuda_sampler_set_pdl(int on);
+
 /* ==== Test hooks (tests/test_sampler_cuda.c), not for the engine ====
  * out4[i * 4 + 0..3] = flint_philox4x32(key[i], ctr + i * 4) and u[i] = flint_rng_uniform(key[i],
  * pos = ctr[1] << 32 | ctr[0], purpose = ctr[2], index = ctr[3]) computed by the device code. */
