@@ -19,9 +19,12 @@
  *    K = 1..7 and batch sizes 1, 2, 8, 32 and 64 (64 GSM8K prompts x 64 tokens), and target-only
  *    output does not depend on the batch size; seeded sampled requests (three filter settings,
  *    K = 7 and target-only) give the same tokens with the decisions on the GPU and on the host;
- *  - the one-graph step (#8): seeded sampled requests give the same tokens and statistics with
- *    the step replayed from its graph and launched eagerly, at batch 1, 2, 8, 32, 64 x K = 1..7,
- *    and as one graph and as separate launches; no step graph is captured after open.
+ *  - the one-graph step (#8), on the embedded pair and on the golden Qwen3 fixture with a random
+ *    drafter (tests/fixtures/golden/qwen3-dspark): seeded sampled requests give the same tokens
+ *    and statistics with the step replayed from its graph and launched eagerly, at batch 1, 2, 8,
+ *    32, 64 x K = 1..7, and as one graph and as separate launches; greedy output of the golden
+ *    pair equals its target-only output at batch 1, 8, 64 x K = 1..7; no step graph is captured
+ *    after open.
  * usage: test_target_cuda [SOURCE_DIR]   (the repository root; default: where it was built) */
 #include <math.h>
 #include <stdio.h>
@@ -427,9 +430,18 @@ static int same_stats(const flint_spec_stats *a, const flint_spec_stats *b) {
            a->emitted == b->emitted && !memcmp(a->hist, b->hist, sizeof a->hist);
 }
 
-static void test_one_graph(void) {
+/* pair: the embedded pair (GSM8K prompts) or the golden Qwen3 fixture with a random drafter
+ * (random token prompts; tests/fixtures/golden/qwen3-dspark, tools/make_random_drafter.py --layers
+ * 1, seed 0): a dummy pair whose tiny vocabulary (512) still accepts sampled drafts now and then */
+static void one_graph_pair(int golden) {
     flint_engine_options o;
     tiny_options(&o, 64);
+    static char model[4096], drafter[4096];
+    if (golden) {
+        snprintf(model, sizeof model, "%s/tests/fixtures/golden/qwen3", SRC);
+        snprintf(drafter, sizeof drafter, "%s/tests/fixtures/golden/qwen3-dspark", SRC);
+        o.model_dir = model, o.drafter_dir = drafter;
+    }
     o.enable_prefix_caching = 0;
     flint_err err = {0};
     flint_engine *g = flint_engine_open(&o, &err);
@@ -443,25 +455,47 @@ static void test_one_graph(void) {
     CHECKF(!ea || sp != NULL, "split-step engine: %s", err.msg);
     int32_t *ids[N_PROMPTS] = {0};
     int n_ids[N_PROMPTS];
-    if (!sp || load_prompts(flint_engine_tokenizer(g), ids, n_ids)) {
+    if (sp && golden) {
+        for (int i = 0; i < N_PROMPTS; i++) {
+            n_ids[i] = 3 + (int)(rnd() % 40);
+            ids[i] = malloc(sizeof(int32_t) * (size_t)n_ids[i]);
+            for (int j = 0; j < n_ids[i]; j++) ids[i][j] = (int32_t)(rnd() % 512);
+        }
+    } else if (!sp || load_prompts(flint_engine_tokenizer(g), ids, n_ids)) {
         CHECKF(!sp, "could not load %d GSM8K prompts", N_PROMPTS);
         goto done;
     }
+    printf("  %s\n", golden ? "golden Qwen3 fixture + random drafter" : "flint-tiny + flint-tiny-dspark");
     flint_target_graph_info g0, g1;
     flint_engine_step_graph_stats(g, &g0);
     printf("  one-graph steps: %d graphs captured at open in %.3f s, %.1f MiB\n", g0.n_graphs, g0.capture_s,
            (double)g0.bytes / (1u << 20));
     CHECKF(g0.n_graphs > 0, "no one-graph step captured at open");
-    static int32_t a[N_PROMPTS][GEN], b[N_PROMPTS][GEN];
+    static int32_t a[N_PROMPTS][GEN], b[N_PROMPTS][GEN], plain[N_PROMPTS][GEN];
+    flint_spec_stats sa, sb;
+    if (golden) { /* greedy through the one-graph step == greedy target-only, every batch and K */
+        run_sampling = NULL;
+        run(g, ids, n_ids, N_PROMPTS, 64, 0, 0, plain, &sa);
+        int bad_greedy = 0;
+        static const int gb[] = {1, 8, 64};
+        for (int bi = 0; bi < 3; bi++)
+            for (int K = 1; K <= 7; K++) {
+                const int n = gb[bi] < 8 ? 8 : gb[bi];
+                memset(a, 0xff, sizeof a);
+                run(g, ids, n_ids, n, gb[bi], 1, K, a, &sa);
+                for (int i = 0; i < n; i++) bad_greedy += memcmp(a[i], plain[i], sizeof(int32_t) * GEN) != 0;
+            }
+        printf("  greedy, batch 1, 8, 64 x K = 1..7: %d outputs differ from target-only\n", bad_greedy);
+        CHECKF(bad_greedy == 0, "golden pair: %d greedy outputs differ from target-only", bad_greedy);
+    }
     const flint_sampling_params sp_t1 = {1.0f, 0, 0.9f, 0.0f, 4000};
     run_sampling = &sp_t1;
     static const int batches[] = {1, 2, 8, 32, 64};
     int bad = 0, runs = 0;
-    double t_graph = 0, t_eager = 0;
+    double t_graph = 0, t_eager = 0, al = 0;
     for (int bi = 0; bi < 5; bi++)
         for (int K = 1; K <= 7; K++) {
             const int B = batches[bi], n = B < 8 ? 8 : B;
-            flint_spec_stats sa, sb;
             memset(a, 0xff, sizeof a), memset(b, 0xfe, sizeof b);
             double t0 = now_s();
             run(g, ids, n_ids, n, B, 1, K, a, &sa);
@@ -469,6 +503,7 @@ static void test_one_graph(void) {
             t0 = now_s();
             run(ea, ids, n_ids, n, B, 1, K, b, &sb);
             t_eager += now_s() - t0;
+            al += flint_spec_stats_mean_al(&sa);
             int same = 0;
             for (int i = 0; i < n; i++) same += !memcmp(a[i], b[i], sizeof(int32_t) * GEN);
             runs++;
@@ -478,12 +513,11 @@ static void test_one_graph(void) {
                        n, (long long)sa.accepted, (long long)sb.accepted);
             }
         }
-    printf("  graph == eager (tokens and statistics) in %d of %d runs (batch 1..64 x K = 1..7; %.2f s vs %.2f s)\n",
-           runs - bad, runs, t_graph, t_eager);
+    printf("  graph == eager (tokens and statistics) in %d of %d runs (batch 1..64 x K = 1..7, mean AL %.3f; %.2f s "
+           "vs %.2f s)\n", runs - bad, runs, al / runs, t_graph, t_eager);
     CHECKF(bad == 0, "one-graph step: graph and eager differ in %d of %d runs", bad, runs);
     for (int c = 0; c < 2; c++) {
         const int B = c ? 64 : 8;
-        flint_spec_stats sa, sb;
         memset(a, 0xff, sizeof a), memset(b, 0xfe, sizeof b);
         run(g, ids, n_ids, N_PROMPTS, B, 1, 7, a, &sa);
         run(sp, ids, n_ids, N_PROMPTS, B, 1, 7, b, &sb);
@@ -503,6 +537,11 @@ done:
     flint_engine_close(sp);
     flint_engine_close(ea);
     flint_engine_close(g);
+}
+
+static void test_one_graph(void) {
+    one_graph_pair(0);
+    one_graph_pair(1);
 }
 
 /* #8: the graphs decode and verify steps use are captured when the engine opens. Sessions with a
