@@ -109,8 +109,22 @@ void flint_drafter_cuda_markov_conf(uint16_t *e, int r, const uint16_t *w1, cons
                                     const int32_t *prev_tok, float *conf, int ld_conf, int k, const float *conf_w,
                                     float conf_b, int conf_markov, const uint16_t *hfin, size_t ld_hfin, int H,
                                     int n_reqs, void *s);
+/* markov_bias with conf not NULL and conf->conf_w set also computes markov_conf's confidences (the
+ * same arithmetic, bit for bit) in the same launch: conf->conf[i * ld_conf + k] for every request
+ * (no e gathered). */
+typedef struct flint_drafter_conf_args {
+    float *conf;
+    int ld_conf, k;
+    const float *conf_w;
+    float conf_b;
+    int conf_markov;
+    const uint16_t *hfin;
+    size_t ld_hfin;
+    int H;
+} flint_drafter_conf_args;
 void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
-                                    const int32_t *prev_tok, int r, int Vd, int n_reqs, void *s);
+                                    const int32_t *prev_tok, int r, int Vd, int n_reqs,
+                                    const flint_drafter_conf_args *conf, void *s);
 void flint_drafter_cuda_scatter_vocab(float *out, const float *in, size_t ld_in, const int32_t *t2d, int n_vocab,
                                       int n_rows, void *s);
 #ifdef __cplusplus

@@ -151,6 +151,19 @@ static __device__ __forceinline__ float block_sum(float v, float *part) {
     return t;
 }
 
+/* The confidence head of one request by a block of CONF_THREADS: sigmoid((w.hfin + b) + w.e),
+ * e = w1r (W1[prev]) when conf_markov; each thread sums a strided slice in order, then block_sum. */
+static __device__ __forceinline__ void conf_one(float *out, const float *conf_w, float conf_b, int conf_markov,
+                                                const uint16_t *h, int H, const uint16_t *w1r, int r, float *part) {
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int j = threadIdx.x; j < H; j += CONF_THREADS) s1 = fmaf(conf_w[j], bf2f(h[j]), s1);
+    if (conf_markov)
+        for (int j = threadIdx.x; j < r; j += CONF_THREADS) s2 = fmaf(conf_w[H + j], bf2f(w1r[j]), s2);
+    const float t1 = block_sum(s1, part), t2 = block_sum(s2, part);
+    /* the CPU's order: (w.hfin + b) + w.e */
+    if (threadIdx.x == 0) *out = 1.0f / (1.0f + expf(-__fadd_rn(__fadd_rn(t1, conf_b), t2)));
+}
+
 /* One block per request: the Markov gather e = W1[prev] for the bias GEMM that follows, and the
  * confidence head on [hfin ; e] (computable before x_k is drawn: it uses x_{k-1}). */
 static __global__ void __launch_bounds__(CONF_THREADS)
@@ -166,14 +179,7 @@ markov_conf_kernel(uint16_t *e, int r, const uint16_t *w1, const int32_t *anchor
     if (e)
         for (int j = threadIdx.x; j < r; j += CONF_THREADS) e[(size_t)i * r + j] = w1r[j];
     if (!conf_w) return; /* the whole block */
-    const uint16_t *h = hfin + (size_t)i * ld_hfin;
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int j = threadIdx.x; j < H; j += CONF_THREADS) s1 = fmaf(conf_w[j], bf2f(h[j]), s1);
-    if (conf_markov)
-        for (int j = threadIdx.x; j < r; j += CONF_THREADS) s2 = fmaf(conf_w[H + j], bf2f(w1r[j]), s2);
-    const float t1 = block_sum(s1, part), t2 = block_sum(s2, part);
-    /* the CPU's order: (w.hfin + b) + w.e */
-    if (threadIdx.x == 0) conf[(size_t)i * ld_conf + k] = 1.0f / (1.0f + expf(-__fadd_rn(__fadd_rn(t1, conf_b), t2)));
+    conf_one(conf + (size_t)i * ld_conf + k, conf_w, conf_b, conf_markov, hfin + (size_t)i * ld_hfin, H, w1r, r, part);
 }
 
 void flint_drafter_cuda_markov_conf(uint16_t *e, int r, const uint16_t *w1, const int32_t *anchor,
@@ -199,11 +205,22 @@ void flint_drafter_cuda_markov_conf(uint16_t *e, int r, const uint16_t *w1, cons
  * is one pass over W2's 19 MB. Batch-invariant: a (request, v) sum depends on r alone. */
 static __global__ void __launch_bounds__(BIAS_THREADS)
 markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
-                   const int32_t *prev_tok, int r, int Vd, int n_reqs, int reqs_per_block) {
+                   const int32_t *prev_tok, int r, int Vd, int n_reqs, int reqs_per_block,
+                   const flint_drafter_conf_args c) {
     pdl_trigger();
     pdl_wait();
     extern __shared__ float e_s[]; /* [reqs_per_block][r] */
     const int i0 = blockIdx.y * reqs_per_block, ni = min(reqs_per_block, n_reqs - i0);
+    if (c.conf_w && (int)blockIdx.x >= (int)gridDim.x - reqs_per_block) { /* the extra columns: */
+        __shared__ float part[CONF_THREADS / 32];                           /* a request's confidence */
+        const int i = i0 + (int)blockIdx.x - ((int)gridDim.x - reqs_per_block);
+        if (i < i0 + ni) {
+            const int32_t prev = prev_tok ? prev_tok[i] : anchor[i];
+            conf_one(c.conf + (size_t)i * c.ld_conf + c.k, c.conf_w, c.conf_b, c.conf_markov,
+                     c.hfin + (size_t)i * c.ld_hfin, c.H, w1 + (size_t)prev * r, r, part);
+        }
+        return;
+    }
     for (int x = threadIdx.x; x < ni * r; x += BIAS_THREADS) {
         const int i = x / r, j = x - i * r;
         const int32_t prev = prev_tok ? prev_tok[i0 + i] : anchor[i0 + i];
@@ -233,8 +250,13 @@ markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, 
 }
 
 void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
-                                    const int32_t *prev_tok, int r, int Vd, int n_reqs, void *s) {
+                                    const int32_t *prev_tok, int r, int Vd, int n_reqs,
+                                    const flint_drafter_conf_args *conf, void *s) {
     FLINT_ASSERT(n_reqs >= 0 && r > 0 && r <= 384 && Vd > 0 && L && w2 && w1 && (prev_tok || anchor));
+    FLINT_ASSERT(BIAS_THREADS == CONF_THREADS && (!conf || !conf->conf_w || (conf->conf && conf->hfin)));
+    flint_drafter_conf_args c;
+    memset(&c, 0, sizeof c);
+    if (conf) c = *conf;
     if (n_reqs == 0) return;
     /* a thread sums its requests one after another (each a chain of r fmaf): as few per block as
      * keep ~2 blocks per multiprocessor busy, since W2 is read once per block row (the embedded
@@ -243,9 +265,11 @@ void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, con
     const int n_vb = (Vd + BIAS_THREADS - 1) / BIAS_THREADS;
     int rpb = (int)(((long)n_reqs * n_vb) / 264);
     rpb = rpb < 1 ? 1 : rpb > BIAS_REQS ? BIAS_REQS : rpb;
-    const dim3 grid((unsigned)n_vb, (unsigned)((n_reqs + rpb - 1) / rpb));
+    /* with the confidence head: rpb more block columns, one per request of the row, computing its
+     * confidence (markov_conf_kernel's arithmetic) beside the bias: one launch fewer a Markov step */
+    const dim3 grid((unsigned)(n_vb + (c.conf_w ? rpb : 0)), (unsigned)((n_reqs + rpb - 1) / rpb));
     FLINT_LAUNCH(markov_bias_kernel, grid, BIAS_THREADS, sizeof(float) * rpb * (size_t)r, (cudaStream_t)s, L, ld,
-                 w2, w1, anchor, prev_tok, r, Vd, n_reqs, rpb);
+                 w2, w1, anchor, prev_tok, r, Vd, n_reqs, rpb, c);
     launch_check("markov_bias");
 }
 
@@ -770,12 +794,15 @@ static void markov_device(flint_drafter *d, int n_reqs, int n_steps, const int32
     size_t ldu = (size_t)B * Vd;
     for (int k = 0; k < n_steps; k++) {
         float *lk = g->u + (size_t)(first + k) * Vd; /* request i's slot row at lk + i * ldu */
-        flint_drafter_cuda_markov_conf(NULL, r, g->w1, anchor, k ? g->toks + (size_t)(k - 1) * n_reqs : NULL, g->conf,
-                                       K, k, g->conf_w, g->conf_b, c->confidence_with_markov,
-                                       g->hfin + (size_t)(first + k) * H, (size_t)B * H, H, n_reqs, g->stream);
-        if (r)
-            flint_drafter_cuda_markov_bias(lk, ldu, g->w2, g->w1, anchor, k ? g->toks + (size_t)(k - 1) * n_reqs : NULL,
-                                           r, Vd, n_reqs, g->stream);
+        const int32_t *prev = k ? g->toks + (size_t)(k - 1) * n_reqs : NULL;
+        const flint_drafter_conf_args ca = {g->conf, K, k, g->conf_w, g->conf_b, c->confidence_with_markov,
+                                            g->hfin + (size_t)(first + k) * H, (size_t)B * H, H};
+        if (r) /* the bias, and the confidences in the same launch */
+            flint_drafter_cuda_markov_bias(lk, ldu, g->w2, g->w1, anchor, prev, r, Vd, n_reqs, &ca, g->stream);
+        else
+            flint_drafter_cuda_markov_conf(NULL, r, g->w1, anchor, prev, g->conf, K, k, g->conf_w, g->conf_b,
+                                           c->confidence_with_markov, g->hfin + (size_t)(first + k) * H,
+                                           (size_t)B * H, H, n_reqs, g->stream);
         const float *ls = lk;
         int ld = (int)ldu;
         if (g->t2d) {

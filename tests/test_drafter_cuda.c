@@ -159,10 +159,12 @@ static void test_kernels(void) {
 
     /* markov_bias: L += W2 W1[prev] in place, the sum over j in order with fmaf: the C loop below
      * gives the same bits. Ranks with and without the 16-byte path, both prev sources, requests
-     * over two blocks of 32, a pitch wider than the vocabulary; columns past Vd untouched. */
+     * over two blocks of 32, a pitch wider than the vocabulary; columns past Vd untouched. Then
+     * the same with the confidence head in the launch (one block per request beside the bias). */
     for (int variant = 0; variant < 3; variant++) {
         const int r = variant == 1 ? 20 : 64, use_prev = variant == 2, NQ = variant == 0 ? 45 : 3;
-        const int VB = 1030, VL = 1000, LDB = 1100; /* W1 rows, W2 rows (the draft vocabulary), L pitch */
+        /* W1 rows, W2 rows (the draft vocabulary), L pitch; variant 0 puts 2 requests in a block */
+        const int VB = 1030, VL = variant == 0 ? 4000 : 1000, LDB = variant == 0 ? 4100 : 1100;
         uint16_t *w1 = malloc(sizeof(uint16_t) * VB * r), *w2 = malloc(sizeof(uint16_t) * VL * r);
         float *L = malloc(sizeof(float) * NQ * LDB), *want = malloc(sizeof(float) * NQ * LDB);
         float *gotL = malloc(sizeof(float) * NQ * LDB);
@@ -189,12 +191,41 @@ static void test_kernels(void) {
         CK(cudaMemcpy(dL, L, sizeof(float) * NQ * LDB, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(da, anc, sizeof anc, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dp, prv, sizeof prv, cudaMemcpyHostToDevice));
-        flint_drafter_cuda_markov_bias(dL, LDB, dw2, dw1, da, use_prev ? dp : NULL, r, VL, NQ, NULL);
+        flint_drafter_cuda_markov_bias(dL, LDB, dw2, dw1, da, use_prev ? dp : NULL, r, VL, NQ, NULL, NULL);
         CK(cudaMemcpy(gotL, dL, sizeof(float) * NQ * LDB, cudaMemcpyDeviceToHost));
         int badL = 0;
         for (int i = 0; i < NQ * LDB; i++) badL += memcmp(&gotL[i], &want[i], sizeof(float)) != 0;
         CHECKF(badL == 0, "markov_bias variant %d (r %d, %d requests): %d of %d values differ from the C loop", variant,
                r, NQ, badL, NQ * LDB);
+        /* with the confidence head in the same launch (the drafter's Markov step): the same bias,
+         * and the confidences markov_conf computes, bit for bit */
+        enum { HC = 72, KC = 5 };
+        uint16_t *hf = malloc(sizeof(uint16_t) * NQ * HC);
+        float *cw = malloc(sizeof(float) * (HC + r)), cb = urand(-1, 1), c1[45 * KC], c2[45 * KC];
+        for (int i = 0; i < NQ * HC; i++) hf[i] = flint_bf16_from_f32(urand(-2, 2));
+        for (int i = 0; i < HC + r; i++) cw[i] = urand(-0.3f, 0.3f);
+        uint16_t *dhf = dalloc(sizeof(uint16_t) * NQ * HC);
+        float *dcw = dalloc(sizeof(float) * (HC + r)), *dc1 = dalloc(sizeof(float) * NQ * KC);
+        float *dc2 = dalloc(sizeof(float) * NQ * KC);
+        CK(cudaMemcpy(dhf, hf, sizeof(uint16_t) * NQ * HC, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dcw, cw, sizeof(float) * (HC + r), cudaMemcpyHostToDevice));
+        CK(cudaMemset(dc1, 0xff, sizeof(float) * NQ * KC));
+        CK(cudaMemset(dc2, 0xfe, sizeof(float) * NQ * KC));
+        CK(cudaMemcpy(dL, L, sizeof(float) * NQ * LDB, cudaMemcpyHostToDevice));
+        const int kc = 2, cm = variant != 1;
+        flint_drafter_cuda_markov_conf(NULL, r, dw1, da, use_prev ? dp : NULL, dc1, KC, kc, dcw, cb, cm, dhf, HC, HC, NQ,
+                                       NULL);
+        const flint_drafter_conf_args ca = {dc2, KC, kc, dcw, cb, cm, dhf, HC, HC};
+        flint_drafter_cuda_markov_bias(dL, LDB, dw2, dw1, da, use_prev ? dp : NULL, r, VL, NQ, &ca, NULL);
+        CK(cudaMemcpy(gotL, dL, sizeof(float) * NQ * LDB, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(c1, dc1, sizeof(float) * NQ * KC, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(c2, dc2, sizeof(float) * NQ * KC, cudaMemcpyDeviceToHost));
+        int badF = 0, badC = 0;
+        for (int i = 0; i < NQ * LDB; i++) badF += memcmp(&gotL[i], &want[i], sizeof(float)) != 0;
+        for (int i = 0; i < NQ; i++) badC += memcmp(&c1[i * KC + kc], &c2[i * KC + kc], sizeof(float)) != 0;
+        CHECKF(badF == 0 && badC == 0, "markov_bias with the confidence head, variant %d: %d bias values, %d "
+               "confidences differ", variant, badF, badC);
+        cudaFree(dhf), cudaFree(dcw), cudaFree(dc1), cudaFree(dc2), free(hf), free(cw);
         cudaFree(dw1), cudaFree(dw2), cudaFree(dL), cudaFree(da), cudaFree(dp);
         free(w1), free(w2), free(L), free(want), free(gotL);
     }
@@ -221,7 +252,8 @@ static void test_kernels(void) {
     CHECKF(bad == 0, "scatter_vocab: %d values differ", bad);
     cudaFree(dt), cudaFree(di), cudaFree(dq), free(t2d), free(in), free(out);
     CK(cudaDeviceSynchronize());
-    printf("kernels: to_bf16, markov_conf (4 variants), markov_bias (3 variants), scatter_vocab checked\n");
+    printf("kernels: to_bf16, markov_conf (4 variants), markov_bias (3 variants, alone and with the confidence "
+           "head), scatter_vocab checked\n");
 }
 
 static void test_refusals(void) {
