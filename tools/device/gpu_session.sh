@@ -11,8 +11,10 @@
 #   test_drafter_cuda, test_target_cuda, test_tp_cuda, `flint bench --load-format dummy` (graphs,
 #   with the PyTorch baseline run by flint bench itself; benchab: the GEMMs' PDL off; benchwg:
 #   the wgmma GEMM off (the mma.sync block tiles for M > 32);
-#   benchkp: the other kernels' PDL off; bench2: tensor parallel over 2 GPUs; embedkp: the embedded
-#   pair with the other kernels' PDL off; eager:
+#   benchkp: the other kernels' PDL off; bench2: tensor parallel over 2 GPUs; embedded / embsplit /
+#   embedkp / embdyn: the embedded pair at fixed K (one graph per drafting step), with the step as
+#   separate launches (--split-step), with the other kernels' PDL off, under dynamic K
+#   (EMB_BATCHES, EMB_ROUNDS); spec8b: qwen3-8b with a random drafter; eager:
 #   --enforce-eager). NVLink multicast stays off (NCCL_NVLS_ENABLE=0) for every step.
 #   STEPS="kernels target bench" bash tools/device/gpu_session.sh  ->  $OUT/*.log
 set -uo pipefail
