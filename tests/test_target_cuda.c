@@ -21,10 +21,10 @@
  *    K = 7 and target-only) give the same tokens with the decisions on the GPU and on the host;
  *  - the one-graph step (#8), on the embedded pair and on the golden Qwen3 fixture with a random
  *    drafter (tests/fixtures/golden/qwen3-dspark): seeded sampled requests give the same tokens
- *    and statistics with the step replayed from its graph and launched eagerly, at batch 1, 2, 8,
- *    32, 64 x K = 1..7, and as one graph and as separate launches; greedy output of the golden
- *    pair equals its target-only output at batch 1, 8, 64 x K = 1..7; no step graph is captured
- *    after open.
+ *    and statistics with the step replayed from its graph and launched eagerly, at 14 batch sizes
+ *    (every request bucket 1..8, 16, 32, 64 and sizes between) x K = 1..7, and as one graph and
+ *    as separate launches; greedy output of the golden pair equals its target-only output at
+ *    batch 1, 3, 8, 16, 64 x K = 1..7; no step graph is captured after open.
  * usage: test_target_cuda [SOURCE_DIR]   (the repository root; default: where it was built) */
 #include <math.h>
 #include <stdio.h>
@@ -422,7 +422,7 @@ static void test_engine(void) {
 
 /* #8: a drafting step as one graph (verifier/step_cuda.c). Seeded sampled requests (T = 1, top-p
  * 0.9) give the same tokens and statistics with the step replayed from its graph and launched
- * eagerly (enforce_eager: the same kernels without any graph) at batch 1, 2, 8, 32 and 64 and
+ * eagerly (enforce_eager: the same kernels without any graph) at 14 batch sizes 1..64 and
  * K = 1..7, and with the step as one graph and as separate launches (split_step), which encode
  * only the committed rows; the graph engine captures nothing after open. */
 static int same_stats(const flint_spec_stats *a, const flint_spec_stats *b) {
@@ -477,23 +477,26 @@ static void one_graph_pair(int golden) {
         run_sampling = NULL;
         run(g, ids, n_ids, N_PROMPTS, 64, 0, 0, plain, &sa);
         int bad_greedy = 0;
-        static const int gb[] = {1, 8, 64};
-        for (int bi = 0; bi < 3; bi++)
+        static const int gb[] = {1, 3, 8, 16, 64};
+        for (int bi = 0; bi < 5; bi++)
             for (int K = 1; K <= 7; K++) {
                 const int n = gb[bi] < 8 ? 8 : gb[bi];
                 memset(a, 0xff, sizeof a);
                 run(g, ids, n_ids, n, gb[bi], 1, K, a, &sa);
                 for (int i = 0; i < n; i++) bad_greedy += memcmp(a[i], plain[i], sizeof(int32_t) * GEN) != 0;
             }
-        printf("  greedy, batch 1, 8, 64 x K = 1..7: %d outputs differ from target-only\n", bad_greedy);
+        printf("  greedy, batch 1, 3, 8, 16, 64 x K = 1..7: %d outputs differ from target-only\n", bad_greedy);
         CHECKF(bad_greedy == 0, "golden pair: %d greedy outputs differ from target-only", bad_greedy);
     }
     const flint_sampling_params sp_t1 = {1.0f, 0, 0.9f, 0.0f, 4000};
     run_sampling = &sp_t1;
-    static const int batches[] = {1, 2, 8, 32, 64};
+    /* every request bucket of the step graphs (1..8, 16, 32, 64) and sizes between them, whose
+     * verify rows pad to other row buckets */
+    static const int batches[] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64};
+    const int n_batches = (int)(sizeof batches / sizeof batches[0]);
     int bad = 0, runs = 0;
     double t_graph = 0, t_eager = 0, al = 0;
-    for (int bi = 0; bi < 5; bi++)
+    for (int bi = 0; bi < n_batches; bi++)
         for (int K = 1; K <= 7; K++) {
             const int B = batches[bi], n = B < 8 ? 8 : B;
             memset(a, 0xff, sizeof a), memset(b, 0xfe, sizeof b);
@@ -513,8 +516,8 @@ static void one_graph_pair(int golden) {
                        n, (long long)sa.accepted, (long long)sb.accepted);
             }
         }
-    printf("  graph == eager (tokens and statistics) in %d of %d runs (batch 1..64 x K = 1..7, mean AL %.3f; %.2f s "
-           "vs %.2f s)\n", runs - bad, runs, al / runs, t_graph, t_eager);
+    printf("  graph == eager (tokens and statistics) in %d of %d runs (%d batch sizes 1..64 x K = 1..7, mean AL "
+           "%.3f; %.2f s vs %.2f s)\n", runs - bad, runs, n_batches, al / runs, t_graph, t_eager);
     CHECKF(bad == 0, "one-graph step: graph and eager differ in %d of %d runs", bad, runs);
     for (int c = 0; c < 2; c++) {
         const int B = c ? 64 : 8;
