@@ -65,6 +65,7 @@
 #include "core/arena.h"
 #include "core/clock.h"
 #include "target/cuda_common.cuh"
+#include "target/graph_pool.h"
 #include "core/log.h"
 #include "drafter/drafter_internal.h"
 #include "sampler/sampler_cuda.h"
@@ -323,21 +324,9 @@ typedef struct dgraph_key {
     int with_q;        /* draft: q written (out->q or q_on_device) */
 } dgraph_key;
 
-typedef struct dgraph_entry {
-    dgraph_key key;
-    cudaGraphExec_t exec;
-    uint64_t used;
-    size_t bytes; /* device memory its capture took */
-} dgraph_entry;
-
 /* graphs per kind (start-up: up to 11 request buckets x 7 draft lengths); the least recently used
- * is evicted */
+ * is evicted (target/graph_pool.h) */
 #define DGRAPH_POOL 128
-
-typedef struct dgraph_pool {
-    dgraph_entry e[DGRAPH_POOL];
-    int n, last; /* last: the last entry found (< n, or 0) */
-} dgraph_pool;
 
 struct flint_drafter_cuda {
     void *base; /* the one device allocation */
@@ -399,11 +388,7 @@ struct flint_drafter_cuda {
     int32_t *held_src;            /* ... and on the device */
     int qkv_dim, bt_stride, max_tables, R_max;
     /* captured graphs (encode, draft) and their cost */
-    dgraph_pool enc_graphs, draft_graphs;
-    uint64_t tick;
-    long n_captures;
-    double capture_s;
-    size_t graph_bytes; /* of the held graphs */
+    flint_graph_pool enc_graphs, draft_graphs;
 };
 
 #define HP(g, f, type) ((type *)((g)->hpar + (g)->pl.f))
@@ -581,6 +566,8 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
     CUDA_OK(cudaSetDevice(tv.device), "select the target's device");
     struct flint_drafter_cuda *g = (struct flint_drafter_cuda *)flint_xcalloc(1, sizeof *g);
     d->cuda = g;
+    flint_graph_pool_init(&g->enc_graphs, DGRAPH_POOL, sizeof(dgraph_key));
+    flint_graph_pool_init(&g->draft_graphs, DGRAPH_POOL, sizeof(dgraph_key));
     g->stream = (cudaStream_t)tv.stream;
     g->device = tv.device;
     g->layers = (dlayer *)flint_xcalloc((size_t)c->n_layers, sizeof(dlayer));
@@ -671,11 +658,13 @@ void flint_drafter_cuda_free(flint_drafter *d) {
     cudaSetDevice(g->device);
     /* an in-flight graph is freed when it completes; cudaFree waits for the device (an encode of
      * device taps returns without waiting) */
-    for (int i = 0; i < g->enc_graphs.n; i++) cudaGraphExecDestroy(g->enc_graphs.e[i].exec);
-    for (int i = 0; i < g->draft_graphs.n; i++) cudaGraphExecDestroy(g->draft_graphs.e[i].exec);
-    if (g->n_captures)
-        flint_log_info("drafter (CUDA): %ld encode/draft graphs captured in %.3f s; %.1f MiB held", g->n_captures,
-                       g->capture_s, (double)g->graph_bytes / (1u << 20));
+    if (g->enc_graphs.n_captures + g->draft_graphs.n_captures)
+        flint_log_info("drafter (CUDA): %ld encode/draft graphs captured in %.3f s; %.1f MiB held",
+                       g->enc_graphs.n_captures + g->draft_graphs.n_captures,
+                       g->enc_graphs.capture_s + g->draft_graphs.capture_s,
+                       (double)(g->enc_graphs.held_bytes + g->draft_graphs.held_bytes) / (1u << 20));
+    if (g->enc_graphs.cap) flint_graph_pool_free(&g->enc_graphs);
+    if (g->draft_graphs.cap) flint_graph_pool_free(&g->draft_graphs);
     if (g->base) cudaFree(g->base);
     if (g->hpar) cudaFreeHost(g->hpar);
     if (g->es) cudaStreamSynchronize(g->es);
@@ -884,52 +873,27 @@ static void launch_draft(flint_drafter *d, const dgraph_key *k) {
 
 typedef void (*launch_fn)(flint_drafter *d, const dgraph_key *k);
 
-/* The graph of pool p for this key: found, or captured now from launch (evicting the least
- * recently used entry of p), as the target's forward_graph. */
-static int dgraph_get(flint_drafter *d, dgraph_pool *p, const dgraph_key *k, launch_fn launch, cudaStream_t cs,
+/* The graph of pool p for this key: found, or captured now from launch on stream cs (the pool
+ * evicts its least recently used). */
+typedef struct dgraph_ctx {
+    flint_drafter *d;
+    const dgraph_key *k;
+    launch_fn launch;
+} dgraph_ctx;
+
+static int dgraph_enqueue(void *ctx, flint_err *err) {
+    const dgraph_ctx *c = (const dgraph_ctx *)ctx;
+    (void)err;
+    c->launch(c->d, c->k); /* launchers abort on a launch error, as eagerly */
+    return 0;
+}
+
+static int dgraph_get(flint_drafter *d, flint_graph_pool *p, const dgraph_key *k, launch_fn launch, cudaStream_t cs,
                       cudaGraphExec_t *out, flint_err *err) {
-    struct flint_drafter_cuda *g = d->cuda;
-    for (int j = 0; j < p->n; j++) { /* calls of one shape follow each other: the last graph first */
-        const int i = j == 0 ? p->last : j == p->last ? 0 : j;
-        if (!memcmp(&p->e[i].key, k, sizeof *k)) {
-            p->last = i;
-            p->e[i].used = ++g->tick;
-            *out = p->e[i].exec;
-            return 0;
-        }
-    }
-    int slot = p->n;
-    if (slot == DGRAPH_POOL) {
-        slot = 0;
-        for (int i = 1; i < DGRAPH_POOL; i++)
-            if (p->e[i].used < p->e[slot].used) slot = i;
-        cudaGraphExecDestroy(p->e[slot].exec); /* an in-flight launch of it completes first */
-        p->e[slot].exec = NULL;
-        p->e[slot].key.rows = -1; /* matches nothing until refilled */
-        g->graph_bytes -= p->e[slot].bytes;
-        p->e[slot].bytes = 0;
-    }
-    capture_cost cost;
-    capture_cost_begin(&cost);
-    cudaGraph_t graph = NULL;
-    CUDA_OK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal), "drafter graph capture");
-    launch(d, k); /* launchers abort on a launch error, as eagerly */
-    cudaError_t ce = cudaStreamEndCapture(cs, &graph);
-    CUDA_OK(ce, "drafter graph capture");
-    cudaGraphExec_t exec = NULL;
-    ce = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    CUDA_OK(ce, "drafter graph instantiate");
-    double secs = 0;
-    capture_cost_end(&cost, &secs, &p->e[slot].bytes);
-    g->capture_s += secs;
-    g->n_captures++;
-    g->graph_bytes += p->e[slot].bytes;
-    p->e[slot].key = *k;
-    p->e[slot].exec = exec;
-    p->e[slot].used = ++g->tick;
-    if (slot == p->n) p->n++;
-    *out = exec;
+    dgraph_ctx c = {d, k, launch};
+    void *exec = NULL;
+    if (flint_graph_pool_get(p, k, (void *)cs, dgraph_enqueue, &c, &exec, err)) return -1;
+    *out = (cudaGraphExec_t)exec;
     return 0;
 }
 
@@ -969,9 +933,9 @@ void flint_drafter_graph_stats(const flint_drafter *d, flint_drafter_graph_info 
     const struct flint_drafter_cuda *g = d->cuda;
     if (!g) return;
     info->n_graphs = g->enc_graphs.n + g->draft_graphs.n;
-    info->n_captures = g->n_captures;
-    info->capture_s = g->capture_s;
-    info->bytes = g->graph_bytes;
+    info->n_captures = g->enc_graphs.n_captures + g->draft_graphs.n_captures;
+    info->capture_s = g->enc_graphs.capture_s + g->draft_graphs.capture_s;
+    info->bytes = g->enc_graphs.held_bytes + g->draft_graphs.held_bytes;
 }
 
 /* ==== Encode and draft ==== */

@@ -122,32 +122,4 @@ static inline cudaLaunchConfig_t flint_launch_config(dim3 grid, dim3 block, size
         CUDA_CHECK(cudaLaunchKernelEx(&fl_cfg_, kernel, __VA_ARGS__));                                        \
     } while (0)
 
-
-/* What a graph capture costs (target/forward_cuda.cu, drafter/forward_cuda.cu): its wall time and
- * the device memory it took, free memory before the capture less after the instantiation (an
- * estimate at the driver's granularity; a failed query leaves no sticky error). Host code. */
-typedef struct capture_cost {
-    struct timespec t0;
-    size_t free0;
-} capture_cost;
-
-static inline size_t capture_free_bytes(void) {
-    size_t f = 0, total = 0;
-    if (cudaMemGetInfo(&f, &total) != cudaSuccess) f = 0, (void)cudaGetLastError();
-    return f;
-}
-
-static inline void capture_cost_begin(capture_cost *c) {
-    clock_gettime(CLOCK_MONOTONIC, &c->t0);
-    c->free0 = capture_free_bytes();
-}
-
-static inline void capture_cost_end(const capture_cost *c, double *seconds, size_t *bytes) {
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    *seconds = (double)(t1.tv_sec - c->t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - c->t0.tv_nsec);
-    const size_t free1 = capture_free_bytes();
-    *bytes = c->free0 > free1 && free1 > 0 ? c->free0 - free1 : 0;
-}
-
 #endif

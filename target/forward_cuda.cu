@@ -25,8 +25,8 @@
 #include "core/arena.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "target/cuda_common.cuh" /* capture_cost */
 #include "target/ops_cuda.h"
+#include "target/graph_pool.h"
 #include "target/target_internal.h"
 
 #define CUDA_OK(expr, what)                                                                         \
@@ -43,13 +43,6 @@ typedef struct graph_key {
     int rows_per_seq; /* the attention's window hint, 1, 2, 4 or 8 (flint_cuda_attn) */
     int32_t tap_layers[16];
 } graph_key;
-
-typedef struct graph_entry {
-    graph_key key;
-    cudaGraphExec_t exec;
-    uint64_t used;
-    size_t bytes; /* device memory its capture took */
-} graph_entry;
 
 #define GRAPH_POOL 128 /* the start-up set (flint_target_capture_graphs: ~80) and prefill shapes */
 
@@ -90,13 +83,8 @@ struct flint_target_cuda {
     int32_t *h_row_seq, *h_tables, *h_tokens, *h_pos, *h_logit_rows;
     cudaEvent_t staged;
     /* captured forwards, keyed by their launch shape (graph_key); least recently used evicted */
-    graph_entry graphs[GRAPH_POOL];
-    int n_graphs, last_graph; /* last_graph: the last one found (< n_graphs, or 0) */
+    flint_graph_pool graphs;
     size_t weight_bytes, kv_bytes; /* parts of bytes, for the report */
-    uint64_t tick;
-    long n_captures;
-    double capture_s;
-    size_t graph_bytes; /* of the held graphs */
 };
 
 /* Device pointer arithmetic over the one allocation (a measuring pass first, as target.c). */
@@ -334,6 +322,7 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
                              FLINT_CUDA_ATTN_MAX_GROUP);
     struct flint_target_cuda *g = (struct flint_target_cuda *)flint_xcalloc(1, sizeof *g);
     t->cuda = g;
+    flint_graph_pool_init(&g->graphs, GRAPH_POOL, sizeof(graph_key));
     g->device = device;
     if (o->tp) { /* exact (unsharded bits) when K splits into quarters that the ranks' shards align with */
         const int n = o->tp->n_ranks, qg = c->n_heads * c->head_dim;
@@ -451,10 +440,11 @@ void flint_target_cuda_free(flint_target *t) {
     struct flint_target_cuda *g = t->cuda;
     if (!g) return;
     cudaSetDevice(g->device);
-    for (int i = 0; i < g->n_graphs; i++) cudaGraphExecDestroy(g->graphs[i].exec);
-    if (g->n_captures)
-        flint_log_info("target (CUDA): %ld forward graphs captured in %.3f s; %d held, %.1f MiB", g->n_captures,
-                       g->capture_s, g->n_graphs, (double)g->graph_bytes / (1u << 20));
+    if (g->graphs.n_captures)
+        flint_log_info("target (CUDA): %ld forward graphs captured in %.3f s; %d held, %.1f MiB",
+                       g->graphs.n_captures, g->graphs.capture_s, g->graphs.n,
+                       (double)g->graphs.held_bytes / (1u << 20));
+    if (g->graphs.cap) flint_graph_pool_free(&g->graphs);
     if (g->stream) {
         flint_cuda_gemm_scratch_unbind((flint_cuda_stream)g->stream);
         cudaStreamDestroy(g->stream);
@@ -607,54 +597,23 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
 }
 
 /* The graph for this launch shape: found, or captured now (evicting the least recently used). */
+typedef struct forward_ctx {
+    flint_target *t;
+    struct flint_target_cuda *g;
+    const graph_key *k;
+} forward_ctx;
+
+static int enqueue_forward(void *ctx, flint_err *err) {
+    const forward_ctx *c = (const forward_ctx *)ctx;
+    return launch_forward(c->t, c->g, c->k, err);
+}
+
 static int forward_graph(flint_target *t, struct flint_target_cuda *g, const graph_key *k, cudaGraphExec_t *out,
                          flint_err *err) {
-    /* steps of one shape follow each other: the last graph first */
-    for (int j = 0; j < g->n_graphs; j++) {
-        const int i = j == 0 ? g->last_graph : j == g->last_graph ? 0 : j;
-        if (!memcmp(&g->graphs[i].key, k, sizeof *k)) {
-            g->last_graph = i;
-            g->graphs[i].used = ++g->tick;
-            *out = g->graphs[i].exec;
-            return 0;
-        }
-    }
-    int slot = g->n_graphs;
-    if (slot == GRAPH_POOL) {
-        slot = 0;
-        for (int i = 1; i < GRAPH_POOL; i++)
-            if (g->graphs[i].used < g->graphs[slot].used) slot = i;
-        cudaGraphExecDestroy(g->graphs[slot].exec);
-        g->graphs[slot].exec = NULL;
-        g->graphs[slot].key.rows = -1; /* matches nothing until refilled */
-        g->graph_bytes -= g->graphs[slot].bytes;
-        g->graphs[slot].bytes = 0;
-    }
-    capture_cost cost;
-    capture_cost_begin(&cost);
-    cudaGraph_t graph = NULL;
-    CUDA_OK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
-    int rc = launch_forward(t, g, k, err);
-    cudaError_t ce = cudaStreamEndCapture(g->stream, &graph);
-    if (rc) {
-        if (graph) cudaGraphDestroy(graph);
-        return -1;
-    }
-    CUDA_OK(ce, "graph capture");
-    cudaGraphExec_t exec = NULL;
-    ce = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    CUDA_OK(ce, "graph instantiate");
-    double secs = 0;
-    capture_cost_end(&cost, &secs, &g->graphs[slot].bytes);
-    g->capture_s += secs;
-    g->n_captures++;
-    g->graph_bytes += g->graphs[slot].bytes;
-    g->graphs[slot].key = *k;
-    g->graphs[slot].exec = exec;
-    g->graphs[slot].used = ++g->tick;
-    if (slot == g->n_graphs) g->n_graphs++;
-    *out = exec;
+    forward_ctx c = {t, g, k};
+    void *exec = NULL;
+    if (flint_graph_pool_get(&g->graphs, k, (void *)g->stream, enqueue_forward, &c, &exec, err)) return -1;
+    *out = (cudaGraphExec_t)exec;
     return 0;
 }
 
@@ -695,10 +654,10 @@ void flint_target_graph_stats(const flint_target *t, flint_target_graph_info *in
     memset(info, 0, sizeof *info);
     const struct flint_target_cuda *g = t->cuda;
     if (!g) return;
-    info->n_graphs = g->n_graphs;
-    info->n_captures = g->n_captures;
-    info->capture_s = g->capture_s;
-    info->bytes = g->graph_bytes;
+    info->n_graphs = g->graphs.n;
+    info->n_captures = g->graphs.n_captures;
+    info->capture_s = g->graphs.capture_s;
+    info->bytes = g->graphs.held_bytes;
 }
 
 /* A forward's shape: R rows over n_used sequences, L logit rows; padded (a captured forward) or

@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include "sampler/sampler_cuda.h"
+#include "target/graph_pool.h"
 #include "target/ops_cuda.h"
 
 /* Host mirror and device copy share one layout: inputs first (one upload), outputs after (one
@@ -45,13 +46,6 @@ typedef struct step_key {
     int n0b;                 /* rows sampled without drafts, padded (0: none) */
 } step_key;
 
-typedef struct step_graph {
-    step_key key;
-    cudaGraphExec_t exec;
-    uint64_t used;
-    size_t bytes;
-} step_graph;
-
 /* graphs by shape: start-up captures ~30 a draft length at 64 sessions; the least recently used
  * is evicted */
 #define STEP_POOL 512
@@ -67,13 +61,8 @@ struct flint_engine_dev {
     int device;
     void *stream;
     /* the one-graph step */
-    cudaEvent_t done;   /* its decisions have reached h_base (the encode may still run) */
-    step_graph *pool;   /* [STEP_POOL] */
-    int n_pool, last;
-    uint64_t tick;
-    long n_captures;
-    double capture_s;
-    size_t graph_bytes;
+    cudaEvent_t done;       /* its decisions have reached h_base (the encode may still run) */
+    flint_graph_pool graphs; /* keyed by step_key */
 };
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
@@ -126,7 +115,7 @@ int flint_engine_dev_open(flint_engine *e, flint_err *err) {
         return flint_err_set(err, FLINT_ERR_IO, "engine: the pinned decisions block has no device address");
     if (cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming) != cudaSuccess)
         return flint_err_set(err, FLINT_ERR_IO, "engine: cannot create an event");
-    d->pool = flint_xcalloc(STEP_POOL, sizeof *d->pool);
+    flint_graph_pool_init(&d->graphs, STEP_POOL, sizeof(step_key));
     flint_log_info("engine: acceptance and sampling on the GPU (logits and q stay on the device)");
     return 0;
 }
@@ -136,8 +125,7 @@ void flint_engine_dev_close(flint_engine *e) {
     if (!d) return;
     cudaSetDevice(d->device);
     if (d->stream) cudaStreamSynchronize((cudaStream_t)d->stream);
-    for (int i = 0; d->pool && i < d->n_pool; i++) cudaGraphExecDestroy(d->pool[i].exec);
-    free(d->pool);
+    if (d->graphs.cap) flint_graph_pool_free(&d->graphs);
     if (d->done) cudaEventDestroy(d->done);
     cudaFree(d->d_base);
     cudaFreeHost(d->h_base);
@@ -335,58 +323,22 @@ static int step_enqueue(flint_engine *e, const step_key *k, int capturing, flint
     return flint_drafter_enqueue_encode(e->dft, Rb, v.taps, v.pos, v.row_seq, v.tables, v.bt_stride, err);
 }
 
-/* The graph of shape k: found, or captured now (evicting the least recently used). */
+/* The graph of shape k: found, or captured now (the pool evicts its least recently used). */
+typedef struct step_ctx {
+    flint_engine *e;
+    const step_key *k;
+} step_ctx;
+
+static int step_enqueue_captured(void *ctx, flint_err *err) {
+    const step_ctx *c = (const step_ctx *)ctx;
+    return step_enqueue(c->e, c->k, 1, err);
+}
+
 static int step_graph_get(flint_engine *e, const step_key *k, cudaGraphExec_t *out, flint_err *err) {
-    struct flint_engine_dev *d = e->dev;
-    for (int j = 0; j < d->n_pool; j++) { /* steps of one shape follow each other: the last first */
-        const int i = j == 0 ? d->last : j == d->last ? 0 : j;
-        if (!memcmp(&d->pool[i].key, k, sizeof *k)) {
-            d->last = i;
-            d->pool[i].used = ++d->tick;
-            *out = d->pool[i].exec;
-            return 0;
-        }
-    }
-    int slot = d->n_pool;
-    if (slot == STEP_POOL) {
-        slot = 0;
-        for (int i = 1; i < STEP_POOL; i++)
-            if (d->pool[i].used < d->pool[slot].used) slot = i;
-        cudaGraphExecDestroy(d->pool[slot].exec); /* an in-flight launch of it completes first */
-        d->pool[slot].exec = NULL;
-        memset(&d->pool[slot].key, 0xff, sizeof d->pool[slot].key); /* matches nothing until refilled */
-        d->graph_bytes -= d->pool[slot].bytes;
-        d->pool[slot].bytes = 0;
-    }
-    cudaStream_t st = (cudaStream_t)d->stream;
-    size_t free0 = 0, free1 = 0, total = 0;
-    cudaMemGetInfo(&free0, &total);
-    const double t0 = flint_clock_ms();
-    cudaGraph_t graph = NULL;
-    if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
-        return flint_err_set(err, FLINT_ERR_IO, "engine: step graph capture: %s", cudaGetErrorString(cudaGetLastError()));
-    const int rc = step_enqueue(e, k, 1, err);
-    cudaError_t ce = cudaStreamEndCapture(st, &graph);
-    if (rc || ce != cudaSuccess) {
-        if (graph) cudaGraphDestroy(graph);
-        return rc ? -1 : flint_err_set(err, FLINT_ERR_IO, "engine: step graph capture: %s", cudaGetErrorString(ce));
-    }
-    cudaGraphExec_t exec = NULL;
-    ce = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    if (ce != cudaSuccess)
-        return flint_err_set(err, FLINT_ERR_IO, "engine: step graph instantiate: %s", cudaGetErrorString(ce));
-    cudaMemGetInfo(&free1, &total);
-    d->capture_s += (flint_clock_ms() - t0) / 1e3;
-    d->n_captures++;
-    d->pool[slot].bytes = free0 > free1 ? free0 - free1 : 0;
-    d->graph_bytes += d->pool[slot].bytes;
-    d->pool[slot].key = *k;
-    d->pool[slot].exec = exec;
-    d->pool[slot].used = ++d->tick;
-    if (slot == d->n_pool) d->n_pool++;
-    d->last = slot;
-    *out = exec;
+    step_ctx c = {e, k};
+    void *exec = NULL;
+    if (flint_graph_pool_get(&e->dev->graphs, k, e->dev->stream, step_enqueue_captured, &c, &exec, err)) return -1;
+    *out = (cudaGraphExec_t)exec;
     return 0;
 }
 
@@ -476,10 +428,10 @@ int flint_engine_dev_capture(flint_engine *e, int k_min, int k_max, flint_err *e
 void flint_engine_dev_graph_stats(const flint_engine *e, int *n_graphs, long *n_captures, double *capture_s,
                                   size_t *bytes) {
     const struct flint_engine_dev *d = e->dev;
-    *n_graphs = d ? d->n_pool : 0;
-    *n_captures = d ? d->n_captures : 0;
-    *capture_s = d ? d->capture_s : 0;
-    *bytes = d ? d->graph_bytes : 0;
+    *n_graphs = d ? d->graphs.n : 0;
+    *n_captures = d ? d->graphs.n_captures : 0;
+    *capture_s = d ? d->graphs.capture_s : 0;
+    *bytes = d ? d->graphs.held_bytes : 0;
 }
 
 void flint_engine_dev_wait(flint_engine *e) {
