@@ -106,11 +106,6 @@ void flint_engine_device_stats(const flint_engine *e, flint_target_graph_info *g
     *device_bytes = flint_target_device_bytes(e->tgt);
 }
 
-void flint_engine_step_graph_stats(const flint_engine *e, flint_target_graph_info *g) {
-    memset(g, 0, sizeof *g);
-    flint_engine_dev_graph_stats(e, &g->n_graphs, &g->n_captures, &g->capture_s, &g->bytes);
-}
-
 void flint_engine_prefix_stats(const flint_engine *e, int64_t *q, int64_t *h, int *blocks) {
     *q = e->prefix_query_tokens;
     *h = e->prefix_hit_tokens;

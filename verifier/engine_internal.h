@@ -196,13 +196,12 @@ int flint_engine_dev_accept(flint_engine *e, const int *order, int n0, int n, in
  * GPU as one graph (CUDA drafter and target on one GPU, taps and decisions on the device, neither
  * split_step nor profile); step runs one such step whose rows the caller laid out as for
  * dev_stage (row_src set, e->dreqs the draft requests) and returns its decisions as dev_accept;
- * capture makes the graphs of full steps at k_min..k_max drafts at open; graph_stats reports them. */
+ * capture makes the graphs of every step shape at k_min..k_max drafts at open (engine.h's
+ * flint_engine_step_graph_stats, also in step_cuda.c, reports them). */
 int flint_engine_dev_step_ok(const flint_engine *e);
 int flint_engine_dev_step(flint_engine *e, const int *order, int n0, int n, int n_d, int R, int32_t *out, int *acc,
                           flint_err *err);
 int flint_engine_dev_capture(flint_engine *e, int k_min, int k_max, flint_err *err);
-void flint_engine_dev_graph_stats(const flint_engine *e, int *n_graphs, long *n_captures, double *capture_s,
-                                  size_t *bytes);
 int flint_engine_tp_open(flint_engine *e, const flint_target_options *to, flint_err *err);
 void flint_engine_tp_close(flint_engine *e);
 

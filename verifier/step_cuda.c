@@ -425,13 +425,14 @@ int flint_engine_dev_capture(flint_engine *e, int k_min, int k_max, flint_err *e
     return 0;
 }
 
-void flint_engine_dev_graph_stats(const flint_engine *e, int *n_graphs, long *n_captures, double *capture_s,
-                                  size_t *bytes) {
+void flint_engine_step_graph_stats(const flint_engine *e, flint_target_graph_info *info) {
+    memset(info, 0, sizeof *info);
     const struct flint_engine_dev *d = e->dev;
-    *n_graphs = d ? d->graphs.n : 0;
-    *n_captures = d ? d->graphs.n_captures : 0;
-    *capture_s = d ? d->graphs.capture_s : 0;
-    *bytes = d ? d->graphs.held_bytes : 0;
+    if (!d) return;
+    info->n_graphs = d->graphs.n;
+    info->n_captures = d->graphs.n_captures;
+    info->capture_s = d->graphs.capture_s;
+    info->bytes = d->graphs.held_bytes;
 }
 
 void flint_engine_dev_wait(flint_engine *e) {
@@ -458,10 +459,9 @@ int flint_engine_dev_capture(flint_engine *e, int k_min, int k_max, flint_err *e
     (void)e, (void)k_min, (void)k_max, (void)err;
     return 0;
 }
-void flint_engine_dev_graph_stats(const flint_engine *e, int *n_graphs, long *n_captures, double *capture_s,
-                                  size_t *bytes) {
+void flint_engine_step_graph_stats(const flint_engine *e, flint_target_graph_info *info) {
     (void)e;
-    *n_graphs = 0, *n_captures = 0, *capture_s = 0, *bytes = 0;
+    memset(info, 0, sizeof *info);
 }
 
 void flint_engine_dev_wait(flint_engine *e) { (void)e; }
