@@ -348,6 +348,7 @@ struct flint_drafter_cuda {
     uint16_t *taps_b, *ctxn;
     /* draft scratch, max_reqs * B rows */
     float *x, *qkv, *gu, *u, *attn_scratch;
+    int glu; /* gate-up packed interleaved and SwiGLU fused into its GEMM (I % 8 == 0) */
     unsigned char *enc_gemm_scratch; /* the encode stream's wgmma GEMM scratch (target/ops_cuda.h) */
     size_t enc_gemm_scratch_bytes;   /* (the block forward uses the target's, on its stream) */
     uint16_t *xn, *att, *act, *hfin;
@@ -468,7 +469,8 @@ static void carve(const flint_drafter *d, struct flint_drafter_cuda *g, flint_ar
     g->xn = DNEW(a, uint16_t, R * H);
     g->qkv = DNEW(a, float, R * qkv);
     g->att = DNEW(a, uint16_t, R * (size_t)d->q_dim);
-    g->gu = DNEW(a, float, R * 2 * I);
+    g->glu = I % 8 == 0;
+    g->gu = g->glu ? NULL : DNEW(a, float, R * 2 * I); /* the SwiGLU's input, when not fused */
     g->act = DNEW(a, uint16_t, R * I);
     g->hfin = DNEW(a, uint16_t, R * H);
     g->u = DNEW(a, float, R * Vd);
@@ -510,7 +512,8 @@ static int upload_weights(flint_drafter *d, struct flint_drafter_cuda *g, flint_
              upload_w(ly->wqkv + flint_cuda_gemm_packed_offset((int)qd, (int)H), h->wkv, 2 * kvd, H, st, sn, err) ||
              upload(ly->q_norm, h->q_norm, hd, st, sn, err) || upload(ly->k_norm, h->k_norm, hd, st, sn, err) ||
              upload_w(ly->wo, h->wo, H, qd, st, sn, err) || upload(ly->mlp_norm, h->mlp_norm, H, st, sn, err) ||
-             upload_w(ly->w_gate_up, h->w_gate_up, 2 * I, H, st, sn, err) ||
+             (g->glu ? flint_cuda_upload_packed_glu(ly->w_gate_up, h->w_gate_up, (int)I, (int)H, st, sn, err)
+                     : upload_w(ly->w_gate_up, h->w_gate_up, 2 * I, H, st, sn, err)) ||
              upload_w(ly->w_down, h->w_down, H, I, st, sn, err);
     }
     free(st);
@@ -761,8 +764,12 @@ static void backbone_device(flint_drafter *d, int n_reqs, int max_ctx, const int
         flint_cuda_attention(&a, s);
         flint_cuda_gemm_tc(g->x, H, g->att, qd, ly->wo, R, H, qd, 1, s);
         flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->mlp_norm, R, H, eps, s);
-        flint_cuda_gemm_tc(g->gu, 2 * I, g->xn, H, ly->w_gate_up, R, 2 * I, H, 0, s);
-        flint_cuda_swiglu(g->act, I, g->gu, 2 * I, R, I, s);
+        if (g->glu) { /* SwiGLU fused into the gate-up GEMM (ops_cuda.h) */
+            flint_cuda_gemm_tc_glu(g->act, I, g->xn, H, ly->w_gate_up, R, I, H, s);
+        } else {
+            flint_cuda_gemm_tc(g->gu, 2 * I, g->xn, H, ly->w_gate_up, R, 2 * I, H, 0, s);
+            flint_cuda_swiglu(g->act, I, g->gu, 2 * I, R, I, s);
+        }
         flint_cuda_gemm_tc(g->x, H, g->act, I, ly->w_down, R, H, I, 1, s);
     }
     flint_cuda_rmsnorm(g->hfin, H, g->x, H, NULL, g->final_norm, R, H, eps, s);

@@ -40,6 +40,13 @@ static __device__ __forceinline__ uint16_t f2bf(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* SwiGLU of one element, as flint_ops_swiglu: g / (1 + expf(-g)) * up, rounded to bf16. The
+ * swiglu kernel and the gate-up GEMM's fused epilogue (gemm_cuda.cu) share it, so both give the
+ * same bits. */
+static __device__ __forceinline__ uint16_t swiglu_bf16(float g, float u) {
+    return f2bf(__fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u));
+}
+
 /* 8 bf16 packed in 16 bytes, element 2i in the low half of word i (little endian). */
 static __device__ __forceinline__ void unpack8(float v[8], uint4 u) {
     v[0] = __uint_as_float(u.x << 16);

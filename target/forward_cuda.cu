@@ -66,6 +66,7 @@ struct flint_target_cuda {
                                    * [R][nv], every rank's [n_ranks][R][nv] */
     float *parts;                 /* tensor parallel: every rank's partial sums [n_ranks][R][H] */
     int tp_split;                 /* the K parts of this rank's row-parallel GEMMs (flint_cuda_gemm_tc_split) */
+    int glu;                      /* gate-up packed interleaved and SwiGLU fused into its GEMM (I % 8 == 0) */
     int device;                   /* the CUDA device this target lives on */
     uint16_t *xn, *att, *act;
     int32_t *tokens, *pos, *row_seq, *logit_rows, *tables;
@@ -124,7 +125,8 @@ static void carve(flint_target *t, struct flint_target_cuda *g, flint_arena *a) 
     g->xn = DNEW(a, uint16_t, R * H);
     g->qkv = DNEW(a, float, R * (size_t)t->qkv_dim);
     g->att = DNEW(a, uint16_t, R * (size_t)t->q_dim);
-    g->gu = DNEW(a, float, R * 2 * I);
+    g->glu = I % 8 == 0;
+    g->gu = g->glu ? NULL : DNEW(a, float, R * 2 * I); /* the SwiGLU's input, when not fused */
     g->act = DNEW(a, uint16_t, R * I);
     g->logits = DNEW(a, float, R * V);
     g->taps = DNEW(a, float, R * (size_t)c->n_layers * H);
@@ -172,28 +174,35 @@ __global__ void fill_bf16_kernel(uint16_t *p, size_t rows, size_t cols, size_t f
  * rows row0 .. of the unsharded tensor (full_cols columns, from column col0); padding gets zeros;
  * other rows are left to other calls (a fused matrix is filled slice by slice). */
 __global__ void fill_packed_kernel(uint16_t *p, int N, int K, int r_lo, int rows, size_t full_cols, size_t row0,
-                                   size_t col0, uint64_t seed, float scale, float offset) {
+                                   size_t col0, uint64_t seed, float scale, float offset, int glu_i) {
     const int nJ = (K + 31) / 32;
     const size_t n_el = (size_t)((N + 15) / 16) * nJ * 512;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += (size_t)gridDim.x * blockDim.x) {
         const size_t tile = i / 512;
         const int c = (int)(i % 512) / 8, e = (int)(i % 8), h = c / 32, g = (c / 4) % 8, t = c % 4;
-        const int n = 16 * (int)(tile / nJ) + g + 8 * h, k = 32 * (int)(tile % nJ) + 8 * t + e;
-        if (n >= N || k >= K) {
+        const int pn = 16 * (int)(tile / nJ) + g + 8 * h, k = 32 * (int)(tile % nJ) + 8 * t + e;
+        if (pn >= N || k >= K) {
             p[i] = 0;
             continue;
         }
+        /* a gate-up matrix packed interleaved holds row n at packed row pn (flint_cuda_gemm_glu_row) */
+        const int n = glu_i ? (pn % 16 < 8 ? 0 : glu_i) + 8 * (pn / 16) + pn % 8 : pn;
         if (n < r_lo || n >= r_lo + rows) continue;
         p[i] = dummy_value(seed, (row0 + (size_t)(n - r_lo)) * full_cols + col0 + (size_t)k, scale, offset);
     }
 }
 
-static int fill_packed(uint16_t *p, int N, int K, int r_lo, int rows, size_t full_cols, size_t row0, size_t col0,
-                       uint64_t seed, float scale, float offset, cudaStream_t st, flint_err *err) {
+static int fill_packed_glu(uint16_t *p, int N, int K, int r_lo, int rows, size_t full_cols, size_t row0, size_t col0,
+                           uint64_t seed, float scale, float offset, int glu_i, cudaStream_t st, flint_err *err) {
     if (!p || !N || !K) return 0;
-    fill_packed_kernel<<<2048, 256, 0, st>>>(p, N, K, r_lo, rows, full_cols, row0, col0, seed, scale, offset);
+    fill_packed_kernel<<<2048, 256, 0, st>>>(p, N, K, r_lo, rows, full_cols, row0, col0, seed, scale, offset, glu_i);
     CUDA_OK(cudaGetLastError(), "random fill");
     return 0;
+}
+
+static int fill_packed(uint16_t *p, int N, int K, int r_lo, int rows, size_t full_cols, size_t row0, size_t col0,
+                       uint64_t seed, float scale, float offset, cudaStream_t st, flint_err *err) {
+    return fill_packed_glu(p, N, K, r_lo, rows, full_cols, row0, col0, seed, scale, offset, 0, st, err);
 }
 
 static int fill_slice(uint16_t *p, size_t rows, size_t cols, size_t full_cols, size_t row0, size_t col0, uint64_t seed,
@@ -239,9 +248,9 @@ static int fill_dummy(flint_target *t, struct flint_target_cuda *g, flint_err *e
             fill(d->k_norm, d->k_norm ? hd : 0, seed + 3, 0, 1, st, err) ||
             fill_packed(d->wo, iH, iqd, 0, iH, qg, 0, h0, seed + 4, sq, 0, st, err) ||
             fill(d->mlp_norm, H, seed + 5, 0, 1, st, err) ||
-            /* gate rows then up rows of the full [2 I][H] matrix */
-            fill_packed(d->w_gate_up, 2 * ini, iH, 0, ini, H, i0, 0, sgu, sh, 0, st, err) ||
-            fill_packed(d->w_gate_up, 2 * ini, iH, ini, ini, H, I + i0, 0, sgu, sh, 0, st, err) ||
+            /* gate rows then up rows of the full [2 I][H] matrix (packed interleaved: glu) */
+            fill_packed_glu(d->w_gate_up, 2 * ini, iH, 0, ini, H, i0, 0, sgu, sh, 0, g->glu ? ini : 0, st, err) ||
+            fill_packed_glu(d->w_gate_up, 2 * ini, iH, ini, ini, H, I + i0, 0, sgu, sh, 0, g->glu ? ini : 0, st, err) ||
             fill_packed(d->w_down, iH, ini, 0, iH, I, 0, i0, seed + 7, si, 0, st, err))
             return -1;
         seed += 8;
@@ -398,7 +407,8 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
              (d->k_norm && upload(d->k_norm, h->k_norm, hd, stage, stage_n, err)) ||
              upload_w(d->wo, h->wo, H, (size_t)t->q_dim, stage, stage_n, err) ||
              upload(d->mlp_norm, h->mlp_norm, H, stage, stage_n, err) ||
-             upload_w(d->w_gate_up, h->w_gate_up, 2 * I, H, stage, stage_n, err) ||
+             (g->glu ? flint_cuda_upload_packed_glu(d->w_gate_up, h->w_gate_up, (int)I, (int)H, stage, stage_n, err)
+                     : upload_w(d->w_gate_up, h->w_gate_up, 2 * I, H, stage, stage_n, err)) ||
              upload_w(d->w_down, h->w_down, H, I, stage, stage_n, err);
     }
     free(stage);
@@ -572,8 +582,12 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
         flint_cuda_attention(&a, s);
         if (row_parallel(t, g, g->att, t->q_dim, ly->wo, R, err)) return -1;
         flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->mlp_norm, R, H, c->rms_norm_eps, s);
-        flint_cuda_gemm_tc(g->gu, 2 * I, g->xn, H, ly->w_gate_up, R, 2 * I, H, 0, s);
-        flint_cuda_swiglu(g->act, I, g->gu, 2 * I, R, I, s);
+        if (g->glu) {
+            flint_cuda_gemm_tc_glu(g->act, I, g->xn, H, ly->w_gate_up, R, I, H, s);
+        } else {
+            flint_cuda_gemm_tc(g->gu, 2 * I, g->xn, H, ly->w_gate_up, R, 2 * I, H, 0, s);
+            flint_cuda_swiglu(g->act, I, g->gu, 2 * I, R, I, s);
+        }
         if (row_parallel(t, g, g->act, I, ly->w_down, R, err)) return -1;
         for (int j = 0; j < k->n_taps; j++) /* the last layer's tap: no norm of a next layer to carry it */
             if (k->tap_layers[j] == l && l == c->n_layers - 1)

@@ -34,6 +34,17 @@
  * one step ahead), PX (x loaded one step ahead too) and the grid are picked from M for speed;
  * none changes an output's sequence of operations, and an MMA output element depends only on
  * its own row of A and column of B, so rows are bit-identical alone or in any batch. */
+/* What the epilogue does with an output (the kernels' `accumulate`): store it, add it to y, or
+ * (GEMM_EPI_GLU) take it as half of a SwiGLU. In that mode W is a gate-up matrix packed with its
+ * rows interleaved (flint_cuda_gemm_glu_row: tile row r holds gate rows 8 r .. 8 r + 7, then up
+ * rows 8 r .. 8 r + 7), so output n (n % 16 < 8) and n + 8 are the gate and up of intermediate
+ * column n / 16 * 8 + n % 8, and y is really a bf16 matrix [M][ldy] that gets
+ * swiglu_bf16(gate, up) there: the swiglu kernel's bits, one launch and the fp32 [M][2 I]
+ * round trip fewer. Every output is still computed in the one order below first. */
+#define GEMM_EPI_STORE 0
+#define GEMM_EPI_ADD 1
+#define GEMM_EPI_GLU 2
+
 #define TC_KW 4      /* warps splitting K, per n tile of 16 */
 #define TC_MAX_MT 8  /* m tiles of 8 rows per warp */
 #define TC_MAX_U 8   /* k32 blocks per loop step */
@@ -78,14 +89,22 @@ static __device__ __forceinline__ void gemm_tc_epilogue(float *red, float acc[TC
 #pragma unroll
         for (int mt = 0; mt < TC_MAX_MT; mt++) {
             if (mt >= MT) break;
+            float s[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) { /* D fragment: c0, c1 row (n) g, cols (m) 2t, 2t+1; c2, c3 row g + 8 */
                 const int m = m0 + mt * 8 + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
                 const float *p = red + (nt * (TC_KW - 1) * MT * 4 + mt * 4 + i) * 32 + lane; /* p1, p2, p3 */
-                const float s = __fadd_rn(__fadd_rn(acc[mt][i], p[0]), __fadd_rn(p[MT * 4 * 32], p[2 * MT * 4 * 32]));
-                if (m < M && n < N) {
+                s[i] = __fadd_rn(__fadd_rn(acc[mt][i], p[0]), __fadd_rn(p[MT * 4 * 32], p[2 * MT * 4 * 32]));
+                if (accumulate != GEMM_EPI_GLU && m < M && n < N) {
                     float *yp = y + (size_t)m * ldy + n;
-                    *yp = accumulate ? __fadd_rn(*yp, s) : s;
+                    *yp = accumulate ? __fadd_rn(*yp, s[i]) : s[i];
+                }
+            }
+            if (accumulate == GEMM_EPI_GLU) { /* row g is a gate, row g + 8 its up: one bf16 each */
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int m = m0 + mt * 8 + 2 * t + e, col = n0 / 2 + g;
+                    if (m < M && n0 + g < N) ((uint16_t *)y)[(size_t)m * ldy + col] = swiglu_bf16(s[e], s[2 + e]);
                 }
             }
         }
@@ -117,14 +136,27 @@ size_t flint_cuda_gemm_packed_offset(int rows, int K) {
     return (size_t)(rows / 16) * ((K + 31) / 32) * 512;
 }
 
-void flint_cuda_gemm_pack_rows_host(uint16_t *dst, const float *w, int tile_row, int N, int K) {
+int flint_cuda_gemm_glu_row(int p, int I) { return (p % 16 < 8 ? 0 : I) + 8 * (p / 16) + p % 8; }
+
+/* glu_i > 0: packed row n holds source row flint_cuda_gemm_glu_row(n, glu_i) (N = 2 glu_i) */
+static void pack_rows_host(uint16_t *dst, const float *w, int tile_row, int N, int K, int glu_i) {
     const int nJ = (K + 31) / 32;
     for (int j = 0; j < nJ; j++)
         for (int c = 0; c < 64; c++) {
             const int h = c / 32, g = (c / 4) % 8, t = c % 4, n = 16 * tile_row + g + 8 * h, k0 = 32 * j + 8 * t;
+            const size_t src = (size_t)(glu_i > 0 && n < N ? flint_cuda_gemm_glu_row(n, glu_i) : n);
             uint16_t *o = dst + ((size_t)j * 64 + c) * 8;
-            for (int e = 0; e < 8; e++) o[e] = n < N && k0 + e < K ? flint_bf16_from_f32(w[(size_t)n * K + k0 + e]) : 0;
+            for (int e = 0; e < 8; e++) o[e] = n < N && k0 + e < K ? flint_bf16_from_f32(w[src * K + k0 + e]) : 0;
         }
+}
+
+void flint_cuda_gemm_pack_rows_host(uint16_t *dst, const float *w, int tile_row, int N, int K) {
+    pack_rows_host(dst, w, tile_row, N, K, 0);
+}
+
+void flint_cuda_gemm_pack_rows_host_glu(uint16_t *dst, const float *w, int tile_row, int I, int K) {
+    FLINT_ASSERT(I > 0 && I % 8 == 0);
+    pack_rows_host(dst, w, tile_row, 2 * I, K, I);
 }
 
 void flint_cuda_gemm_pack(uint16_t *p, const uint16_t *w, int N, int K, flint_cuda_stream s) {
@@ -418,37 +450,95 @@ static __device__ __forceinline__ void tcb_mma_half(float acc[TCB_MAX_TN][TCB_MA
     }
 }
 
+/* (p0 + p1) + (p2 + p3) for 4 outputs: the register path's combine of the K parts */
+static __device__ __forceinline__ float4 sum_parts(const float4 q[4]) {
+    return make_float4(__fadd_rn(__fadd_rn(q[0].x, q[1].x), __fadd_rn(q[2].x, q[3].x)),
+                       __fadd_rn(__fadd_rn(q[0].y, q[1].y), __fadd_rn(q[2].y, q[3].y)),
+                       __fadd_rn(__fadd_rn(q[0].z, q[1].z), __fadd_rn(q[2].z, q[3].z)),
+                       __fadd_rn(__fadd_rn(q[0].w, q[1].w), __fadd_rn(q[2].w, q[3].w)));
+}
+
+/* The n_split partials of 4 steps' units (a unit: 4 consecutive outputs of a row, rows part *
+ * rows ..), every remote read issued before any is summed (latency); +0 for units out of range
+ * and parts past ns. */
+static __device__ __forceinline__ void tcb_combine_load(float4 p[4][4], uint32_t tile_s, int s0, int steps, int rows,
+                                                        int G4, int LDR, int T, int tid, int ns, int M, int N, int m0,
+                                                        int n0, int part) {
+#pragma unroll
+    for (int b = 0; b < 4; b++) {
+        const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
+        const uint32_t a = tile_s + (uint32_t)(ml * LDR + nl) * 4;
+        const int need = s0 + b < steps && idx < rows * G4 && m0 + ml < M && n0 + nl < N;
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            p[b][q] = need && q < ns ? ld_cluster_f4(a, q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
+/* tcb_combine's GEMM_EPI_GLU form, with tcb_combine's loads (4 consecutive outputs a thread,
+ * consecutive threads on consecutive outputs: a read of the partials that spreads a gate's and
+ * its up's quads over one thread each ran at half the banks' rate and cost the 512-row GEMM 3%).
+ * Lane l holds outputs 4 (l % 4) .. + 3 of a group of 16 (T and BN / 4 are multiples of 32 and
+ * 4, so l % 4 is the unit's place in its group): lanes with l % 4 < 2 hold gates, and take the
+ * matching ups from lane l + 2 (same group, same row), then store 4 bf16 at intermediate column
+ * n0 / 2 + 8 (group) + 4 (l % 4). Every lane reaches the shuffles (out-of-range units carry 0). */
+static __device__ __forceinline__ void tcb_combine_glu(uint32_t tile_s, uint16_t *o, int ldo, int M, int N, int m0,
+                                                       int n0, const int BN, const int BM, const int LDR, const int T,
+                                                       int tid, int part, int ns) {
+    const int rows = BM / ns, G4 = BN / 4, steps = (rows * G4 + T - 1) / T, lane = tid & 31;
+#pragma unroll 1
+    for (int s0 = 0; s0 < steps; s0 += 4) {
+        float4 p[4][4];
+        tcb_combine_load(p, tile_s, s0, steps, rows, G4, LDR, T, tid, ns, M, N, m0, n0, part);
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
+            const int m = m0 + ml, n = n0 + nl;
+            const float4 g = sum_parts(p[b]);
+            const float4 u = make_float4(__shfl_down_sync(0xffffffffu, g.x, 2), __shfl_down_sync(0xffffffffu, g.y, 2),
+                                         __shfl_down_sync(0xffffffffu, g.z, 2), __shfl_down_sync(0xffffffffu, g.w, 2));
+            if ((lane & 3) >= 2 || s0 + b >= steps || idx >= rows * G4 || m >= M || n >= N) continue;
+            uint16_t *op = o + (size_t)m * ldo + n0 / 2 + 8 * (nl / 16) + (nl & 15);
+            const float gv[4] = {g.x, g.y, g.z, g.w}, uv[4] = {u.x, u.y, u.z, u.w};
+            uint16_t r[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) r[e] = swiglu_bf16(gv[e], uv[e]);
+            if (((uintptr_t)op & 7) == 0 && n + 3 < N) {
+                *(uint2 *)op = make_uint2(r[0] | (uint32_t)r[1] << 16, r[2] | (uint32_t)r[3] << 16);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (n + e < N) op[e] = r[e];
+            }
+        }
+    }
+}
+
 /* After the cluster barrier: block `part` combines rows part * BM / ns .. of the n_split partial
  * tiles ([BM][LDR] floats at tile_s in every block of the cluster), 4 outputs per thread per
  * step, the remote reads of 4 steps issued before their sums are stored (latency):
- * (p0 + p1) + (p2 + p3), parts past ns +0, stored or added to y. Shared by tcb and tcw. */
+ * (p0 + p1) + (p2 + p3), parts past ns +0, stored or added to y (or, GEMM_EPI_GLU, the SwiGLU of
+ * gate and up pairs: tcb_combine_glu). Shared by tcb and tcw. */
 static __device__ __forceinline__ void tcb_combine(uint32_t tile_s, float *y, int ldy, int M, int N, int m0, int n0,
                                                    int accumulate, const int BN, const int BM, const int LDR,
                                                    const int T, int tid, int part, int ns) {
+    if (accumulate == GEMM_EPI_GLU) {
+        tcb_combine_glu(tile_s, (uint16_t *)y, ldy, M, N, m0, n0, BN, BM, LDR, T, tid, part, ns);
+        return;
+    }
     const int rows = BM / ns, G4 = BN / 4, steps = (rows * G4 + T - 1) / T;
     const int vy = ((uintptr_t)y & 15) == 0 && (ldy & 3) == 0;
 #pragma unroll 1
     for (int s0 = 0; s0 < steps; s0 += 4) {
         float4 p[4][4];
-#pragma unroll
-        for (int b = 0; b < 4; b++) {
-            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
-            const uint32_t a = tile_s + (uint32_t)(ml * LDR + nl) * 4;
-            const int need = s0 + b < steps && idx < rows * G4 && m0 + ml < M && n0 + nl < N;
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                p[b][q] = need && q < ns ? ld_cluster_f4(a, q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
+        tcb_combine_load(p, tile_s, s0, steps, rows, G4, LDR, T, tid, ns, M, N, m0, n0, part);
 #pragma unroll
         for (int b = 0; b < 4; b++) {
             const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
             const int m = m0 + ml, n = n0 + nl;
             if (s0 + b >= steps || idx >= rows * G4 || m >= M || n >= N) continue;
-            const float4 *q = p[b];
-            const float s[4] = {__fadd_rn(__fadd_rn(q[0].x, q[1].x), __fadd_rn(q[2].x, q[3].x)),
-                                __fadd_rn(__fadd_rn(q[0].y, q[1].y), __fadd_rn(q[2].y, q[3].y)),
-                                __fadd_rn(__fadd_rn(q[0].z, q[1].z), __fadd_rn(q[2].z, q[3].z)),
-                                __fadd_rn(__fadd_rn(q[0].w, q[1].w), __fadd_rn(q[2].w, q[3].w))};
+            const float4 sum = sum_parts(p[b]);
+            const float s[4] = {sum.x, sum.y, sum.z, sum.w};
             float *yp = y + (size_t)m * ldy + n;
             if (vy && n + 3 < N) {
                 float4 o = make_float4(s[0], s[1], s[2], s[3]);
@@ -603,11 +693,15 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
  * mbarriers per slot: full (the producer's arrival with the stage's byte count) and empty (the 8
  * consumer warps, once the wgmmas that read the slot are done). wgmma reads its A registers
  * asynchronously: the source alternates two sets of fragments and commits a group per stage
- * (wait_group 1 after each), but ptxas gives both sets the same registers and injects
- * warpgroup.arrive to make that legal (info C7519), which probably serialises the stages: the
- * time follows the stage count (~0.9 us each) whatever the ring depth, and k128 stages beat k64
- * (docs/benchmarks.md, session 17). W in shared memory (wgmma's SS form) would avoid it but needs
- * W in core-matrix order.
+ * (wait_group 1 after each). Session 17's version issued each k32 block's wgmmas under a
+ * "block-uniform" branch (the last stage of a part could be short) and kept no set alive past
+ * its wgmmas: ptxas injected warpgroup.arrive before every wgmma (info C7519). Now the launcher
+ * sends only parts of whole stages here (K / 32 a multiple of n_split U; others take the block
+ * tiles), the wgmmas are unconditional, and an empty asm uses the previous stage's set after the
+ * wait that retires it, so the two sets cannot share registers: no C7519. The time per stage
+ * did not change with that (lab, session 22): what did was two blocks a multiprocessor (rings of
+ * 96 KB, k64 stages), one block's fill and combine overlapping the other's K loop: 1.1-1.2x at
+ * 64..512 rows. W in shared memory (wgmma's SS form) would need W in core-matrix order.
  * Shared memory per stage: W tile row r (0..7) at r U KB, block u at + u KB (the packed bytes:
  * row g of a tile at 64 g, chunk t at 16 t); then x: block u at 8 U KB + u BM 64, in the scratch
  * layout (MMA h's descriptor at + 256 h: LBO 128, SBO 512, no swizzle). */
@@ -766,7 +860,7 @@ static __device__ __forceinline__ void gemm_tcw_body(unsigned char *smem, float 
             for (int b = 0; b < 2; b++) {
                 const int i2 = it + b;
                 if (i2 >= n_st) break;
-                const int slot = i2 % S, j0 = jb + i2 * U;
+                const int slot = i2 % S;
                 mbar_wait(bars + 8 * slot, (uint32_t)((i2 / S) & 1));
                 const unsigned char *st = smem + slot * stage_bytes;
 #pragma unroll
@@ -782,22 +876,30 @@ static __device__ __forceinline__ void gemm_tcw_body(unsigned char *smem, float 
 #pragma unroll
                 for (int u = 0; u < 8; u++) {
                     if (u >= U) break;
-                    if (j0 + u < je) { /* block-uniform */
-                        const uint4 q0 = fa[b][u][0], q1 = fa[b][u][1];
-                        const uint64_t d0 = wg_desc(xs + u * BM * 64, 128, 512);
-                        const uint64_t d1 = wg_desc(xs + u * BM * 64 + 256, 128, 512);
-                        if (BM == 64) {
-                            wg_mma_n64(acc, q0.x, q0.y, q0.z, q0.w, d0);
-                            wg_mma_n64(acc, q1.x, q1.y, q1.z, q1.w, d1);
-                        } else {
-                            wg_mma_n128(acc, q0.x, q0.y, q0.z, q0.w, d0);
-                            wg_mma_n128(acc, q1.x, q1.y, q1.z, q1.w, d1);
-                        }
+                    const uint4 q0 = fa[b][u][0], q1 = fa[b][u][1];
+                    const uint64_t d0 = wg_desc(xs + u * BM * 64, 128, 512);
+                    const uint64_t d1 = wg_desc(xs + u * BM * 64 + 256, 128, 512);
+                    if (BM == 64) {
+                        wg_mma_n64(acc, q0.x, q0.y, q0.z, q0.w, d0);
+                        wg_mma_n64(acc, q1.x, q1.y, q1.z, q1.w, d1);
+                    } else {
+                        wg_mma_n128(acc, q0.x, q0.y, q0.z, q0.w, d0);
+                        wg_mma_n128(acc, q1.x, q1.y, q1.z, q1.w, d1);
                     }
                 }
                 wg_commit();
                 wg_wait1(); /* stage i2 - 1's wgmmas are done: release its slot */
                 wg_hold(acc, BM / 2);
+                /* stage i2 - 1's A fragments are in use up to here (its wgmmas read them until this
+                 * wait): a use keeps them in their own registers while stage i2's load */
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    if (u >= U) break;
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        asm volatile("" ::"r"(fa[b ^ 1][u][h].x), "r"(fa[b ^ 1][u][h].y), "r"(fa[b ^ 1][u][h].z),
+                                     "r"(fa[b ^ 1][u][h].w));
+                }
                 if (i2 > 0 && lane == 0) mbar_arrive(bars + 8 * (S + (i2 - 1) % S));
             }
         }
@@ -828,26 +930,42 @@ static __device__ __forceinline__ void gemm_tcw_body(unsigned char *smem, float 
 #endif
 }
 
-#define GEMM_TCW_KERNEL(bm, u, st)                                                                                \
-    static __global__ void __launch_bounds__(TCW_THREADS, 1)                                                     \
-        gemm_tcw_m##bm##_s##st##_u##u##_kernel(float *y, int ldy, const unsigned char *xp, int Mp,               \
-                                               const uint16_t *w, int M, int N, int K, int accumulate) {          \
+/* Each tiling is compiled twice: the plain kernel (store or add: the body sees an epilogue mode
+ * that cannot be GEMM_EPI_GLU, so none of that code is in it) and a _glu kernel (the constant
+ * GEMM_EPI_GLU). One kernel with the mode at run time measured every warpgroup GEMM 3-4% slower
+ * in the forward (ncu, 64 rows), the SwiGLU epilogue's code present but not taken. */
+#define EPI_PLAIN(accumulate) ((accumulate) != 0 ? GEMM_EPI_ADD : GEMM_EPI_STORE)
+#define GEMM_TCW_KERNEL_EPI(bm, u, st, minb, suffix, epi)                                                         \
+    static __global__ void __launch_bounds__(TCW_THREADS, minb)                                                  \
+        gemm_tcw_m##bm##_s##st##_u##u##_b##minb##suffix(float *y, int ldy, const unsigned char *xp, int Mp,      \
+                                                        const uint16_t *w, int M, int N, int K, int accumulate) { \
         extern __shared__ __align__(128) unsigned char smem[];                                                    \
-        gemm_tcw_body(smem, y, ldy, xp, Mp, w, M, N, K, accumulate, bm, u, st);                                   \
+        gemm_tcw_body(smem, y, ldy, xp, Mp, w, M, N, K, epi, bm, u, st);                                          \
     }
-GEMM_TCW_KERNEL(128, 4, 3) /* 128 W rows x 128 x rows, k128 stages */
-GEMM_TCW_KERNEL(64, 4, 4)  /* 128 x 64 */
-GEMM_TCW_KERNEL(128, 2, 5) /* k64 stages: slower at every M (lab), kept for the comparison */
+#define GEMM_TCW_KERNEL(bm, u, st, minb)                                                                          \
+    GEMM_TCW_KERNEL_EPI(bm, u, st, minb, _kernel, EPI_PLAIN(accumulate))                                          \
+    GEMM_TCW_KERNEL_EPI(bm, u, st, minb, _glu_kernel, GEMM_EPI_GLU)
+GEMM_TCW_KERNEL(128, 4, 3, 1) /* 128 W rows x 128 x rows, k128 stages */
+GEMM_TCW_KERNEL(64, 4, 4, 1)  /* 128 x 64 */
+GEMM_TCW_KERNEL(128, 2, 5, 1) /* k64 stages: slower at every M (lab), kept for the comparison */
+/* rings of 96 KB: two blocks on a multiprocessor, so one's prologue (the ring's first fill) and
+ * epilogue (the partial tile, the cluster's combine) overlap the other's K loop */
+GEMM_TCW_KERNEL(128, 2, 3, 2)
+GEMM_TCW_KERNEL(64, 4, 2, 2)
+GEMM_TCW_KERNEL(64, 2, 4, 2)
 
-#define GEMM_TCB_KERNEL(wn, wm, tn, tm, st, u, minb)                                                             \
+#define GEMM_TCB_KERNEL_EPI(wn, wm, tn, tm, st, u, minb, suffix, epi)                                           \
     static __global__ void __launch_bounds__(32 * wn * wm, minb)                                                \
-        gemm_tcb_w##wn##x##wm##_t##tn##x##tm##_s##st##_u##u##_kernel(float *y, int ldy, const uint16_t *x,        \
-                                                                      int ldx, const uint16_t *w, int M, int N,   \
-                                                                      int K, int accumulate, int vec,             \
-                                                                      int n_split) {                              \
+        gemm_tcb_w##wn##x##wm##_t##tn##x##tm##_s##st##_u##u##suffix(float *y, int ldy, const uint16_t *x,         \
+                                                                     int ldx, const uint16_t *w, int M, int N,    \
+                                                                     int K, int accumulate, int vec,              \
+                                                                     int n_split) {                               \
         extern __shared__ __align__(16) unsigned char tile[];                                                     \
-        gemm_tcb_body(tile, y, ldy, x, ldx, w, M, N, K, accumulate, wn, wm, tn, tm, st, u);                       \
+        gemm_tcb_body(tile, y, ldy, x, ldx, w, M, N, K, epi, wn, wm, tn, tm, st, u);                              \
     }
+#define GEMM_TCB_KERNEL(wn, wm, tn, tm, st, u, minb)                                                             \
+    GEMM_TCB_KERNEL_EPI(wn, wm, tn, tm, st, u, minb, _kernel, EPI_PLAIN(accumulate))                             \
+    GEMM_TCB_KERNEL_EPI(wn, wm, tn, tm, st, u, minb, _glu_kernel, GEMM_EPI_GLU)
 GEMM_TCB_KERNEL(4, 2, 4, 8, 5, 1, 1) /* 256 x 128, 8 warps of 64 x 64 */
 GEMM_TCB_KERNEL(4, 2, 4, 8, 3, 2, 1)
 GEMM_TCB_KERNEL(2, 2, 4, 8, 4, 1, 1) /* 128 x 128, 4 warps of 64 x 64 */
@@ -856,14 +974,17 @@ GEMM_TCB_KERNEL(2, 4, 4, 4, 4, 1, 2) /* 128 x 128, 8 warps of 64 x 32, 2 blocks 
 GEMM_TCB_KERNEL(4, 1, 4, 8, 4, 1, 1) /* 256 x 64, 4 warps of 64 x 64 */
 GEMM_TCB_KERNEL(2, 2, 4, 4, 4, 1, 3) /* 128 x 64, 4 warps of 64 x 32 */
 
-#define GEMM_TC_KERNEL(mt, nt, u, px)                                                                            \
+#define GEMM_TC_KERNEL_EPI(mt, nt, u, px, suffix, epi)                                                           \
     static __global__ void __launch_bounds__(TC_KW * 32 * nt)                                                  \
-        gemm_tc_m##mt##_n##nt##_u##u##_p##px##_kernel(float *y, int ldy, const uint16_t *x, int ldx,             \
-                                                      const uint16_t *w, int M, int N, int K, int accumulate,    \
-                                                      int vec, int n_split) {                                    \
+        gemm_tc_m##mt##_n##nt##_u##u##_p##px##suffix(float *y, int ldy, const uint16_t *x, int ldx,              \
+                                                     const uint16_t *w, int M, int N, int K, int accumulate,     \
+                                                     int vec, int n_split) {                                     \
         __shared__ float red[nt * (TC_KW - 1) * mt * 4 * 32];                                                    \
-        gemm_tc_body(red, y, ldy, x, ldx, w, M, N, K, accumulate, vec, n_split, mt, nt, u, px);                  \
+        gemm_tc_body(red, y, ldy, x, ldx, w, M, N, K, epi, vec, n_split, mt, nt, u, px);                         \
     }
+#define GEMM_TC_KERNEL(mt, nt, u, px)                                                                            \
+    GEMM_TC_KERNEL_EPI(mt, nt, u, px, _kernel, EPI_PLAIN(accumulate))                                            \
+    GEMM_TC_KERNEL_EPI(mt, nt, u, px, _glu_kernel, GEMM_EPI_GLU)
 GEMM_TC_KERNEL(1, 1, 2, 1)
 GEMM_TC_KERNEL(1, 1, 4, 1)
 GEMM_TC_KERNEL(1, 1, 8, 1)
@@ -896,12 +1017,18 @@ typedef struct gemm_tc_variant {
     int mt, nt, u, px, st; /* st: tcb's and tcw's stages */
     int wn, wm, tn, tm;    /* wn > 0: the block-tile path (tcb), wn x wm warps of tn x tm MMA tiles */
     int bm;                /* > 0: the warpgroup path (tcw), TCW_BN x bm tiles */
-    gemm_tc_kernel_fn fn;
+    gemm_tc_kernel_fn fn, fn_glu; /* store or add; GEMM_EPI_GLU */
+    int minb;                     /* tcw: blocks per multiprocessor it is built for */
 } gemm_tc_variant;
-#define TC_VARIANT(mt, nt, u, px) {mt, nt, u, px, 0, 0, 0, 0, 0, 0, gemm_tc_m##mt##_n##nt##_u##u##_p##px##_kernel}
-#define TCB_VARIANT(wn, wm, tn, tm, st, u) \
-    {0, 0, u, 0, st, wn, wm, tn, tm, 0, gemm_tcb_w##wn##x##wm##_t##tn##x##tm##_s##st##_u##u##_kernel}
-#define TCW_VARIANT(bm, u, st) {0, 0, u, 0, st, 0, 0, 0, 0, bm, (gemm_tc_kernel_fn)gemm_tcw_m##bm##_s##st##_u##u##_kernel}
+#define TC_VARIANT(mt, nt, u, px)                                                                     \
+    {mt, nt, u, px, 0, 0, 0, 0, 0, 0, gemm_tc_m##mt##_n##nt##_u##u##_p##px##_kernel,                   \
+     gemm_tc_m##mt##_n##nt##_u##u##_p##px##_glu_kernel}
+#define TCB_VARIANT(wn, wm, tn, tm, st, u)                                                            \
+    {0, 0, u, 0, st, wn, wm, tn, tm, 0, gemm_tcb_w##wn##x##wm##_t##tn##x##tm##_s##st##_u##u##_kernel, \
+     gemm_tcb_w##wn##x##wm##_t##tn##x##tm##_s##st##_u##u##_glu_kernel}
+#define TCW_VARIANT(bm, u, st, minb)                                                                  \
+    {0, 0, u, 0, st, 0, 0, 0, 0, bm, (gemm_tc_kernel_fn)gemm_tcw_m##bm##_s##st##_u##u##_b##minb##_kernel, \
+     (gemm_tc_kernel_fn)gemm_tcw_m##bm##_s##st##_u##u##_b##minb##_glu_kernel, minb}
 static const gemm_tc_variant tc_variants[] = {
     TC_VARIANT(1, 1, 4, 1), TC_VARIANT(2, 1, 4, 1), TC_VARIANT(4, 1, 2, 1), TC_VARIANT(8, 1, 2, 0),
     TC_VARIANT(8, 4, 1, 0), /* 0-4: what flint_cuda_gemm_tc picks; lab alternatives follow */
@@ -909,13 +1036,14 @@ static const gemm_tc_variant tc_variants[] = {
     TC_VARIANT(8, 1, 2, 1), TC_VARIANT(1, 2, 4, 1),
     TCB_VARIANT(4, 2, 4, 8, 5, 1), TCB_VARIANT(4, 2, 4, 8, 3, 2), TCB_VARIANT(2, 2, 4, 8, 4, 1),
     TCB_VARIANT(2, 2, 4, 8, 3, 2), TCB_VARIANT(2, 4, 4, 4, 4, 1), TCB_VARIANT(4, 1, 4, 8, 4, 1),
-    TCB_VARIANT(2, 2, 4, 4, 4, 1), TCW_VARIANT(128, 4, 3), TCW_VARIANT(64, 4, 4), TCW_VARIANT(128, 2, 5),
+    TCB_VARIANT(2, 2, 4, 4, 4, 1), TCW_VARIANT(128, 4, 3, 1), TCW_VARIANT(64, 4, 4, 1), TCW_VARIANT(128, 2, 5, 1),
+    TCW_VARIANT(128, 2, 3, 2), TCW_VARIANT(64, 4, 2, 2), TCW_VARIANT(64, 2, 4, 2),
 };
 #define TC_N_VARIANTS ((int)(sizeof tc_variants / sizeof tc_variants[0]))
 #define TCB_128x128 13 /* TCB_VARIANT(2, 2, 4, 8, 4, 1) */
 #define TCB_128x64 17  /* TCB_VARIANT(2, 2, 4, 4, 4, 1) */
-#define TCW_128 18    /* TCW_VARIANT(128, 4, 3) */
-#define TCW_64 19     /* TCW_VARIANT(64, 4, 4) */
+#define TCW_128 21    /* TCW_VARIANT(128, 2, 3, 2) */
+#define TCW_64 23     /* TCW_VARIANT(64, 2, 4, 2) */
 #define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
 #define TC_M1_U8 6 /* TC_VARIANT(1, 1, 8, 1) */
 
@@ -941,6 +1069,8 @@ static void smem_prepare(const gemm_tc_variant *v) {
     if ((v->wn || v->bm) && !attr_set[idx]) {
         CUDA_CHECK(
             cudaFuncSetAttribute((const void *)v->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, gemm_smem(v)));
+        CUDA_CHECK(
+            cudaFuncSetAttribute((const void *)v->fn_glu, cudaFuncAttributeMaxDynamicSharedMemorySize, gemm_smem(v)));
         attr_set[idx] = 1;
     }
 }
@@ -969,7 +1099,8 @@ static void cluster_launch(const gemm_tc_variant *v, int M, int N, int bm, int b
     cfg.numAttrs = 1;
     FLINT_ASSERT(cfg.gridDim.y <= 65535);
     smem_prepare(v);
-    CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)v->fn, args));
+    const int accumulate = *(const int *)args[8]; /* both kernels' ninth parameter */
+    CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)(accumulate == GEMM_EPI_GLU ? v->fn_glu : v->fn), args));
 }
 
 static void gemm_tcb_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx,
@@ -1053,6 +1184,8 @@ static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
     /* tcb copies x in 8-byte pieces of whole chunks, tcw in 16-byte ones; tcw needs sm_90a */
     if ((v->wn || v->bm) && !vec) v = &tc_variants[TC_FALLBACK_LARGE];
     if (v->bm && !FLINT_TCW_BUILT) v = &tc_variants[TCB_128x128];
+    /* tcw issues whole stages only: each part of K must be a multiple of U k32 blocks */
+    if (v->bm && ((K + 31) / 32) % (n_split * v->u) != 0) v = &tc_variants[v->bm == 64 ? TCB_128x64 : TCB_128x128];
     if (v->bm && gemm_tcw_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s)) return;
     if (v->bm) v = &tc_variants[TCB_128x128]; /* no scratch bound to the stream */
     if (v->wn) {
@@ -1074,7 +1207,7 @@ static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
         cfg.numAttrs = 1;
     }
     void *args[] = {&y, &ldy, &x, &ldx, &w, &M, &N, &K, &accumulate, (void *)&vec, &n_split};
-    CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)v->fn, args));
+    CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)(accumulate == GEMM_EPI_GLU ? v->fn_glu : v->fn), args));
 }
 
 /* Allows every variant's shared memory up front (cudaFuncSetAttribute is best kept out of graph
@@ -1084,8 +1217,8 @@ void flint_cuda_gemm_init(void) {
     FLINT_ASSERT(tc_variants[TCB_128x64].wn == 2 && tc_variants[TCB_128x64].tm == 4 && tc_variants[TCB_128x64].st == 4);
     FLINT_ASSERT(tc_variants[TC_M1_U8].mt == 1 && tc_variants[TC_M1_U8].nt == 1 && tc_variants[TC_M1_U8].u == 8 &&
                  tc_variants[TC_M1_U8].px == 1);
-    FLINT_ASSERT(tc_variants[TCW_128].bm == 128 && tc_variants[TCW_128].u == 4 && tc_variants[TCW_64].bm == 64 &&
-                 tc_variants[TCW_64].u == 4);
+    FLINT_ASSERT(tc_variants[TCW_128].bm == 128 && tc_variants[TCW_128].u == 2 && tc_variants[TCW_128].minb == 2 &&
+                 tc_variants[TCW_64].bm == 64 && tc_variants[TCW_64].u == 2 && tc_variants[TCW_64].minb == 2);
     for (int i = 0; i < TC_N_VARIANTS; i++) /* a ring of one slot deadlocks: a slot is released a stage late */
         FLINT_ASSERT(!tc_variants[i].bm || tc_variants[i].st >= 2);
     for (int i = 0; i < TC_N_VARIANTS; i++) smem_prepare(&tc_variants[i]);
@@ -1093,7 +1226,8 @@ void flint_cuda_gemm_init(void) {
 
 void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
                               int accumulate, int n_split, flint_cuda_stream s) {
-    FLINT_ASSERT(M >= 0 && N > 0 && K > 0 && ldx >= K && ldy >= N);
+    FLINT_ASSERT(M >= 0 && N > 0 && K > 0 && ldx >= K && ldy >= (accumulate == GEMM_EPI_GLU ? N / 2 : N));
+    FLINT_ASSERT(accumulate != GEMM_EPI_GLU || (n_split == 4 && N % 16 == 0));
     if (M == 0) return;
     /* Picked on the H200 (docs/benchmarks.md, qwen3-8b projections, 2026-11-29): M <= 32, the
      * register path with one block per 16 outputs and every row in it; 33..64 rows, shared-memory
@@ -1103,8 +1237,9 @@ void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, con
      * register tiles up to 64 rows (tc m8 n1 u2 p1) and 256 rows (variant 4) for layers of <= 4096
      * outputs, but the whole forward measured 3-6% slower with that choice (session 15), so the
      * dispatch stays as it was. Where built for sm_90a, the warpgroup path takes 33..64 rows
-     * (tcw 128 x 64, 1.04-1.22x the block tiles in the lab) and more (tcw 128 x 128, 1.2-1.5x),
-     * except the narrow layers' 65..128 rows (K <= 4096), where variant 4 stays (session 17). */
+     * (tcw 128 x 64) and more (tcw 128 x 128), narrow layers included (session 22: with two
+     * blocks a multiprocessor, 25-27 us where variant 4 took 29-30 at 72..128 rows of 4096 x
+     * 4096; session 17's one-block tcw had lost there). */
     int v = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? TCB_128x64 : M <= 128 && N <= 4096 ? 4 : TCB_128x128;
     /* a long K at a few rows (qwen3-8b's down projection, 4096 x 12288): few blocks, each
      * streaming 384 KB, need more bytes in flight per warp: 8 k32 blocks a step (lab, M = 1 and 8:
@@ -1113,14 +1248,20 @@ void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, con
     /* not at K < 1024: the warpgroup path permutes the rows first (one launch and a pass over them
      * per GEMM), which the embedded pair's narrow layers (K 256 and 768) do not win back: its
      * forward at 64 rows 0.477 -> 0.459 ms, 512 rows 1.64 -> 1.54 with the block tiles (session 20) */
-    if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024 && !(M > 64 && M <= 128 && N <= 4096 && K <= 4096))
-        v = M <= 64 ? TCW_64 : TCW_128;
+    if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024) v = M <= 64 ? TCW_64 : TCW_128;
     gemm_tc_launch(&tc_variants[v], y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
 }
 
 void flint_cuda_gemm_tc(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
                         int accumulate, flint_cuda_stream s) {
+    FLINT_ASSERT(accumulate == GEMM_EPI_STORE || accumulate == GEMM_EPI_ADD);
     flint_cuda_gemm_tc_split(y, ldy, x, ldx, w, M, N, K, accumulate, 4, s);
+}
+
+void flint_cuda_gemm_tc_glu(uint16_t *out, int ldo, const uint16_t *x, int ldx, const uint16_t *w, int M, int I, int K,
+                            flint_cuda_stream s) {
+    FLINT_ASSERT(I > 0 && I % 8 == 0 && ldo >= I);
+    flint_cuda_gemm_tc_split((float *)out, ldo, x, ldx, w, M, 2 * I, K, GEMM_EPI_GLU, 4, s);
 }
 
 int flint_cuda_gemm_tc_variants(void) { return TC_N_VARIANTS; }
@@ -1134,7 +1275,8 @@ extern "C" const char *flint_cuda_gemm_tc_variant_split(float *y, int ldy, const
     static char names[TC_N_VARIANTS][32];
     FLINT_ASSERT(variant >= 0 && variant < TC_N_VARIANTS);
     const gemm_tc_variant *v = &tc_variants[variant];
-    if (v->bm) snprintf(names[variant], sizeof names[variant], "tcw %dx%d s%d u%d", TCW_BN, v->bm, v->st, v->u);
+    if (v->bm)
+        snprintf(names[variant], sizeof names[variant], "tcw %dx%d s%d u%d b%d", TCW_BN, v->bm, v->st, v->u, v->minb);
     else if (v->wn)
         snprintf(names[variant], sizeof names[variant], "tcb %dx%d w%dx%d s%d u%d", tcb_bn(v), tcb_bm(v), v->wn, v->wm,
                  v->st, v->u);

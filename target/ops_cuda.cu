@@ -22,20 +22,35 @@ int flint_cuda_upload_bf16(uint16_t *dst, const float *src, size_t n, uint16_t *
     return 0;
 }
 
-int flint_cuda_upload_packed(uint16_t *dst, const float *src, int N, int K, uint16_t *stage, size_t stage_n,
-                             flint_err *err) {
+/* glu_i > 0: a gate-up matrix (N = 2 glu_i), rows interleaved */
+static int upload_packed(uint16_t *dst, const float *src, int N, int K, int glu_i, uint16_t *stage, size_t stage_n,
+                         flint_err *err) {
     const size_t tile = (size_t)((K + 31) / 32) * 512; /* elements per packed tile row */
     const int n_tr = (N + 15) / 16, per = stage_n / tile > 0 ? (int)(stage_n / tile) : 0;
     FLINT_ASSERT(per > 0);
     for (int tr = 0; tr < n_tr; tr += per) {
         const int m = n_tr - tr < per ? n_tr - tr : per;
-        for (int i = 0; i < m; i++) flint_cuda_gemm_pack_rows_host(stage + (size_t)i * tile, src, tr + i, N, K);
+        for (int i = 0; i < m; i++) {
+            if (glu_i) flint_cuda_gemm_pack_rows_host_glu(stage + (size_t)i * tile, src, tr + i, glu_i, K);
+            else flint_cuda_gemm_pack_rows_host(stage + (size_t)i * tile, src, tr + i, N, K);
+        }
         cudaError_t e = cudaMemcpy(dst + (size_t)tr * tile, stage, (size_t)m * tile * sizeof(uint16_t),
                                    cudaMemcpyHostToDevice);
         if (e != cudaSuccess)
             return flint_err_set(err, FLINT_ERR_IO, "weight upload to the GPU: %s", cudaGetErrorString(e));
     }
     return 0;
+}
+
+int flint_cuda_upload_packed(uint16_t *dst, const float *src, int N, int K, uint16_t *stage, size_t stage_n,
+                             flint_err *err) {
+    return upload_packed(dst, src, N, K, 0, stage, stage_n, err);
+}
+
+int flint_cuda_upload_packed_glu(uint16_t *dst, const float *src, int I, int K, uint16_t *stage, size_t stage_n,
+                                 flint_err *err) {
+    FLINT_ASSERT(I > 0 && I % 8 == 0);
+    return upload_packed(dst, src, 2 * I, K, I, stage, stage_n, err);
 }
 
 /* Programmatic dependent launch of the kernels below and of attention's and the drafter's
@@ -369,11 +384,8 @@ static __global__ void swiglu_kernel(uint16_t *out, int ldo, const float *gu, in
     pdl_wait();    /* FLINT_LAUNCH: what the kernel before wrote is visible from here on */
     const int r = blockIdx.y;
     const float *g = gu + (size_t)r * ldg, *u = g + n;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        float gi = g[i];
-        /* flint_ops_swiglu: g / (1 + expf(-g)) * up */
-        out[(size_t)r * ldo + i] = f2bf(__fmul_rn(__fdiv_rn(gi, __fadd_rn(1.0f, expf(-gi))), u[i]));
-    }
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[(size_t)r * ldo + i] = swiglu_bf16(g[i], u[i]);
 }
 
 void flint_cuda_swiglu(uint16_t *out, int ldo, const float *gu, int ldg, int n_rows, int n, flint_cuda_stream s) {

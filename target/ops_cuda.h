@@ -64,6 +64,10 @@ int flint_cuda_upload_bf16(uint16_t *dst, const float *src, size_t n, uint16_t *
  * flint_cuda_gemm_packed_elems(N, K) elements; stage_n must hold one tile row (32 ceil(K / 32) x 16). */
 int flint_cuda_upload_packed(uint16_t *dst, const float *src, int N, int K, uint16_t *stage, size_t stage_n,
                              flint_err *err);
+/* A gate-up weight [2 I][K] (gate rows, then up rows; I % 8 == 0) packed for
+ * flint_cuda_gemm_tc_glu: its rows interleaved (flint_cuda_gemm_glu_row). */
+int flint_cuda_upload_packed_glu(uint16_t *dst, const float *src, int I, int K, uint16_t *stage, size_t stage_n,
+                                 flint_err *err);
 
 /* out[r][0..hidden) = embed[tokens[r]][0..hidden), bf16 -> fp32 (exact), the embedding PACKED
  * like a GEMM weight [vocab][hidden] (flint_cuda_gemm_pack). out is [n_rows][hidden].
@@ -145,6 +149,13 @@ void flint_cuda_gemm(float *y, int ldy, const uint16_t *x, int ldx, const uint16
 void flint_cuda_gemm_tc(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
                         int accumulate, flint_cuda_stream s);
 
+/* The MLP's gate-up GEMM and SwiGLU in one launch: out[m][i] = bf16(silu(gate) * up) (the
+ * swiglu kernel's bits) for i < I, where gate and up are flint_cuda_gemm_tc's outputs i and I + i
+ * of x W^T, W the [2 I][K] gate-up matrix packed with interleaved rows (I % 8 == 0; packed row
+ * p holds row flint_cuda_gemm_glu_row(p, I)); no fp32 [M][2 I] is written. */
+void flint_cuda_gemm_tc_glu(uint16_t *out, int ldo, const uint16_t *x, int ldx, const uint16_t *w, int M, int I, int K,
+                            flint_cuda_stream s);
+
 /* flint_cuda_gemm_tc over n_split (4, 2 or 1) contiguous parts of K instead of 4: the partial a
  * tensor-parallel rank holding K / (4 / n_split) of the unsharded K contributes, computed in the
  * unsharded kernel's order (the parts are its quarters); n_split 4 is flint_cuda_gemm_tc. */
@@ -193,11 +204,17 @@ size_t flint_cuda_gemm_packed_elems(int N, int K);
 size_t flint_cuda_gemm_packed_offset(int rows, int K);
 void flint_cuda_gemm_pack(uint16_t *p, const uint16_t *w, int N, int K, flint_cuda_stream s);
 void flint_cuda_gemm_pack_rows_host(uint16_t *dst, const float *w, int tile_row, int N, int K);
+/* The gate-up interleave: packed row p of a [2 I][K] gate-up matrix holds its row
+ * (p % 16 < 8 ? 0 : I) + 8 (p / 16) + p % 8, i.e. tile row r is gate rows 8 r .. 8 r + 7 then the
+ * matching up rows; _glu packs tile row tile_row of it so (N = 2 I). */
+int flint_cuda_gemm_glu_row(int p, int I);
+void flint_cuda_gemm_pack_rows_host_glu(uint16_t *dst, const float *w, int tile_row, int I, int K);
 
 /* Lab hooks: the tensor-core GEMM's tilings (rows per warp, outputs per block, prefetch depth),
  * every one with flint_cuda_gemm_tc's order, so all give bit-identical results; the lab times
  * them and the test checks that they agree. _variant launches variant v (when y is not NULL and
- * M > 0) and returns its name. */
+ * M > 0) and returns its name; accumulate 2 is flint_cuda_gemm_tc_glu's epilogue (y then the bf16
+ * output, ldy its stride, N = 2 I). */
 int flint_cuda_gemm_tc_variants(void);
 const char *flint_cuda_gemm_tc_variant_split(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M,
                                              int N, int K, int accumulate, int n_split, int variant,

@@ -268,6 +268,47 @@ void lab_attention(void) {
     free(bt), free(kvh), free(qh), free(pos), free(seq);
 }
 
+/* The MLP's gate-up GEMM at qwen3-8b's shape (I 12288, K 4096) through the dispatcher: the GEMM
+ * alone (fp32 [M][2 I]), the GEMM then the swiglu kernel, and flint_cuda_gemm_tc_glu (the weights'
+ * rows interleaved; the bytes are the same). Weights rotate past the L2, 20 launches each. */
+void lab_glu(void) {
+    const int I = 12288, N = 2 * I, K = 4096, ms[] = {1, 8, 16, 32, 64, 128, 256, 512};
+    lab_w lw = lab_w_make(N, K, 512);
+    float *gu;
+    uint16_t *act;
+    CK(cudaMalloc((void **)&gu, sizeof(float) * 512 * N));
+    CK(cudaMalloc((void **)&act, sizeof(uint16_t) * 512 * I));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    printf("\ngate-up lab: I %d, K %d, us per launch (weights rotate over copies > L2)\n", I, K);
+    printf("%5s %10s %14s %10s %8s\n", "M", "gemm", "gemm+swiglu", "glu", "saved");
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+        const int M = ms[mi], reps = 20;
+        double us[3];
+        for (int mode = 0; mode < 3; mode++) {
+            for (int i = 0; i < reps + 3; i++) {
+                if (i == 3) CK(cudaEventRecord(e0, NULL));
+                const uint16_t *wi = (const uint16_t *)(lw.packed + (i % lw.copies) * lw.packed_bytes);
+                if (mode < 2) flint_cuda_gemm_tc(gu, N, lw.x, K, wi, M, N, K, 0, NULL);
+                if (mode == 1) flint_cuda_swiglu(act, I, gu, N, M, I, NULL);
+                if (mode == 2) flint_cuda_gemm_tc_glu(act, I, lw.x, K, wi, M, I, K, NULL);
+            }
+            CK(cudaEventRecord(e1, NULL));
+            CK(cudaEventSynchronize(e1));
+            float ms_total = 0;
+            CK(cudaEventElapsedTime(&ms_total, e0, e1));
+            us[mode] = 1000.0 * ms_total / reps;
+        }
+        printf("%5d %10.1f %14.1f %10.1f %7.1f%%\n", M, us[0], us[1], us[2], 100.0 * (us[1] - us[2]) / us[1]);
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    CK(cudaFree(gu));
+    CK(cudaFree(act));
+    lab_w_free(&lw);
+}
+
 /* One tiling (variant) at one shape, weights rotating past the L2: for a profiler. */
 void lab_gemm_one(int variant, int M, int N, int K) {
     lab_w lw = lab_w_make(N, K, M);

@@ -17,5 +17,6 @@ void lab_gemm(void);                        /* every GEMM tiling at qwen3-8b's p
 void lab_gemm_small(void);                  /* the small-M register path, PDL off / on */
 void lab_gemm_one(int variant, int M, int N, int K); /* one tiling at one shape (a profiler's run) */
 void lab_attention(void);                   /* attention at qwen3-8b's layer shape */
+void lab_glu(void);                         /* the gate-up GEMM: + swiglu kernel vs SwiGLU fused */
 
 #endif

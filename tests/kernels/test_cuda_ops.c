@@ -26,7 +26,8 @@
  * Usage: test_cuda_ops [--seed N] [--no-lab] [--quick]; FLINT_SEED=N also fixes the seed. --quick
  * leaves out the large shapes and the guard bytes, for runs under compute-sanitizer: every buffer
  * is then exactly its size, so memcheck sees any access past it. --lab-small: the small-M GEMM lab
- * alone; --lab-gemm V M N K: one GEMM tiling (variant V) timed at one shape (for a profiler). */
+ * alone; --lab-glu: the gate-up GEMM with and without its fused SwiGLU; --lab-gemm V M N K: one
+ * GEMM tiling (variant V) timed at one shape (for a profiler). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -715,6 +716,59 @@ static void test_gemm_pack(int N, int K, int r0, int M) {
     free(wh), free(xh), free(dev), free(host), free(wf), free(a), free(b);
 }
 
+/* The gate-up GEMM with SwiGLU fused (flint_cuda_gemm_tc_glu, W packed with its rows interleaved)
+ * against the plain GEMM (W packed as stored) and the swiglu kernel: the same bf16 bits, for every
+ * tiling at M = ms[..] and through the dispatcher; the output's gap columns (ldo > I) and the rows
+ * past M stay untouched. */
+static void test_gemm_tc_glu(int I, int K, int ldx, int ldo, const int *ms, int n_ms) {
+    const int N = 2 * I;
+    int MB = 0;
+    for (int t = 0; t < n_ms; t++) MB = ms[t] > MB ? ms[t] : MB;
+    const size_t obytes = sizeof(uint16_t) * MB * ldo, pe = flint_cuda_gemm_packed_elems(N, K);
+    uint16_t *xh = xmalloc(sizeof(uint16_t) * MB * ldx), *wh = xmalloc(sizeof(uint16_t) * N * K);
+    uint16_t *wg = xmalloc(sizeof(uint16_t) * pe), *want = xmalloc(obytes), *got = xmalloc(obytes), *o0 = xmalloc(obytes);
+    float *wf = xmalloc(sizeof(float) * N * K);
+    rand_bf16(xh, NULL, (size_t)MB * ldx, -1, 1);
+    rand_bf16(wh, wf, (size_t)N * K, -1, 1);
+    memset(o0, 0xFF, obytes); /* NaN patterns: the gaps, and the outputs before the launch */
+    const size_t tile = (size_t)((K + 31) / 32) * 512;
+    for (int tr = 0; tr < N / 16; tr++) flint_cuda_gemm_pack_rows_host_glu(wg + tr * tile, wf, tr, I, K);
+    dbuf dx = dnew_up(xh, sizeof(uint16_t) * MB * ldx), dw0 = dnew_up(wh, sizeof(uint16_t) * N * K);
+    dbuf dw = dpack(&dw0, N, K), dwg = dnew_up(wg, sizeof(uint16_t) * pe);
+    dbuf dy = dnew(sizeof(float) * MB * N), dref = dnew_up(o0, obytes), dm = dnew(obytes);
+    flint_cuda_gemm_configure(0, 0);
+    flint_cuda_gemm_tc(dy.p, N, dx.p, ldx, dw.p, MB, N, K, 0, NULL);
+    flint_cuda_swiglu(dref.p, ldo, dy.p, N, MB, I, NULL);
+    down(want, &dref);
+    flint_cuda_gemm_configure(1, 1);
+    for (int v = -1; v < flint_cuda_gemm_tc_variants(); v++) { /* -1: flint_cuda_gemm_tc_glu */
+        size_t bad = 0, nf = 0, total = 0;
+        int untouched = 1;
+        for (int t = 0; t < n_ms; t++) {
+            CK(cudaMemcpy(dm.p, o0, obytes, cudaMemcpyHostToDevice));
+            if (v < 0) flint_cuda_gemm_tc_glu(dm.p, ldo, dx.p, ldx, dwg.p, ms[t], I, K, NULL);
+            else flint_cuda_gemm_tc_variant_split(dm.p, ldo, dx.p, ldx, dwg.p, ms[t], N, K, 2, 4, v, NULL);
+            down(got, &dm);
+            for (int m = 0; m < ms[t]; m++)
+                for (int i = 0; i < I; i++) {
+                    const size_t j = (size_t)m * ldo + i;
+                    total++;
+                    nf += !isfinite(flint_bf16_to_f32(got[j]));
+                    bad += got[j] != want[j];
+                }
+            untouched &= gaps_ok(got, ms[t], I, ldo, 2) &&
+                         !memcmp(got + (size_t)ms[t] * ldo, o0 + (size_t)ms[t] * ldo,
+                                 sizeof(uint16_t) * (size_t)(MB - ms[t]) * ldo);
+        }
+        char cas[96];
+        snprintf(cas, sizeof cas, "%s I=%d K=%d%s", v < 0 ? "dispatch" : flint_cuda_gemm_tc_variant(NULL, 0, NULL, 0,
+                 NULL, 0, 0, 0, 0, v, NULL), I, K, ldx != K || ldo != I ? " ld+" : "");
+        bits_row("gemm-tc-glu", cas, bad, total, nf, untouched && guards_ok(&dm));
+    }
+    dfree(&dx), dfree(&dw0), dfree(&dw), dfree(&dwg), dfree(&dy), dfree(&dref), dfree(&dm);
+    free(xh), free(wh), free(wg), free(want), free(got), free(o0), free(wf);
+}
+
 /* at M = 1, 8, 64 and 130, n_split 4, plain strides */
 static void test_gemm_tc_variants(int N, int K) {
     const int ms[] = {1, 8, 64, 130};
@@ -1063,18 +1117,19 @@ static void test_attention_block(int n_heads, int n_kv, int hd, int bs, int B, i
 int main(int argc, char **argv) {
     uint64_t seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
     const char *env = getenv("FLINT_SEED");
-    int lab = 1, quick = 0, lab_small = 0, one[4] = {-1, 0, 0, 0};
+    int lab = 1, quick = 0, lab_small = 0, lab_glu_only = 0, one[4] = {-1, 0, 0, 0};
     if (env && *env) seed = strtoull(env, NULL, 10);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--no-lab")) lab = 0;
         else if (!strcmp(argv[i], "--quick")) quick = 1, guard = 0;
         else if (!strcmp(argv[i], "--lab-small")) lab_small = 1;
+        else if (!strcmp(argv[i], "--lab-glu")) lab_glu_only = 1;
         else if (!strcmp(argv[i], "--lab-gemm") && i + 4 < argc)
             for (int k = 0; k < 4; k++) one[k] = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--seed N] [--no-lab] [--quick] [--lab-small] [--lab-gemm VARIANT M N K]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--seed N] [--no-lab] [--quick] [--lab-small] [--lab-glu] "
+                            "[--lab-gemm VARIANT M N K]\n", argv[0]);
             return 2;
         }
     }
@@ -1099,6 +1154,10 @@ int main(int argc, char **argv) {
     flint_cuda_gemm_scratch_bind(NULL, gemm_scratch, gemm_scratch_bytes);
     if (one[0] >= 0) { /* one GEMM variant at one shape (for a profiler) */
         lab_gemm_one(one[0], one[1], one[2], one[3]);
+        return 0;
+    }
+    if (lab_glu_only) { /* the gate-up GEMM with and without the fused SwiGLU */
+        lab_glu();
         return 0;
     }
     if (lab_small) { /* the small-M GEMM lab alone */
@@ -1202,6 +1261,12 @@ int main(int argc, char **argv) {
             test_gemm_tc_variants_k(1000, 4096, 4104, 1003, 1, 2, ms3, 3);
             test_gemm_tc_variants_k(4096, 12288, 12288, 4096, 0, 4, ms5 + 3, 2);
         }
+        /* SwiGLU in the gate-up GEMM's epilogue: partial tiles in n (I % 16 == 8) and k, padded
+         * x and output, the embedded pair's and qwen3-8b's shapes */
+        const int ms6[] = {1, 8, 33, 64, 130, 512};
+        test_gemm_tc_glu(104, 264, 272, 107, ms6, 6);
+        test_gemm_tc_glu(768, 256, 256, 768, ms6, 6);
+        if (!quick) test_gemm_tc_glu(12288, 4096, 4096, 12288, ms6 + 1, 5);
     }
 
     /* Attention. Chunks are 128 positions: runs crossing a chunk edge (127..134, 250..257),
