@@ -356,6 +356,12 @@ static __device__ __forceinline__ void cluster_sync(void) {
 static __device__ __forceinline__ void cluster_sync_relaxed(void) {
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 }
+/* 16 bytes at shared address a of this block (its own partial: no trip through the cluster) */
+static __device__ __forceinline__ float4 ld_shared_f4(uint32_t a) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
+    return v;
+}
 /* 16 bytes at shared address a (of this block's layout) in block `rank` of the cluster */
 static __device__ __forceinline__ float4 ld_cluster_f4(uint32_t a, uint32_t rank) {
     uint32_t ra;
@@ -471,7 +477,8 @@ static __device__ __forceinline__ void tcb_combine_load(float4 p[4][4], uint32_t
         const int need = s0 + b < steps && idx < rows * G4 && m0 + ml < M && n0 + nl < N;
 #pragma unroll
         for (int q = 0; q < 4; q++)
-            p[b][q] = need && q < ns ? ld_cluster_f4(a, q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            p[b][q] = !need || q >= ns ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : q == part ? ld_shared_f4(a)
+                                                                                           : ld_cluster_f4(a, q);
     }
 }
 

@@ -231,13 +231,13 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     for (int r = 0; r < R && !one_graph; r++) e->logit_rows[r] = r;
     const int32_t *dev_tok = NULL;
     if (!one_graph && use_dev && flint_engine_dev_stage(e, e->order, n0, n_d, R, dev_drafts, &dev_tok, err)) return -1;
-    flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
-                            .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = R,
-                            .logit_rows = e->logit_rows, .logits = use_dev ? NULL : e->logits,
-                            .n_taps = e->dft ? e->n_taps : 0, .tap_layers = e->tap_layers,
-                            .taps = e->dev_taps ? NULL : e->taps, .logits_on_device = use_dev,
-                            .taps_on_device = e->dev_taps, .tokens_device = dev_tok};
-    if (!one_graph) {
+    if (!one_graph) { /* the verify forward on its own (the one-graph step ran it above) */
+        flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
+                                .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = R,
+                                .logit_rows = e->logit_rows, .logits = use_dev ? NULL : e->logits,
+                                .n_taps = e->dft ? e->n_taps : 0, .tap_layers = e->tap_layers,
+                                .taps = e->dev_taps ? NULL : e->taps, .logits_on_device = use_dev,
+                                .taps_on_device = e->dev_taps, .tokens_device = dev_tok};
         mark(e, &e->prof.host_ms);
         if (flint_engine_forward(e, &b, err)) return -1;
         mark(e, &e->prof.verify_ms);
