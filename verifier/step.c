@@ -228,10 +228,10 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         e->host.forward_ms += host_since(t0, w0);
         t0 = flint_clock_ms(), w0 = flint_clock_waited_ms();
     }
-    for (int r = 0; r < R && !one_graph; r++) e->logit_rows[r] = r;
-    const int32_t *dev_tok = NULL;
-    if (!one_graph && use_dev && flint_engine_dev_stage(e, e->order, n0, n_d, R, dev_drafts, &dev_tok, err)) return -1;
     if (!one_graph) { /* the verify forward on its own (the one-graph step ran it above) */
+        for (int r = 0; r < R; r++) e->logit_rows[r] = r;
+        const int32_t *dev_tok = NULL;
+        if (use_dev && flint_engine_dev_stage(e, e->order, n0, n_d, R, dev_drafts, &dev_tok, err)) return -1;
         flint_target_batch b = {.n_rows = R, .tokens = e->row_tok, .pos = e->row_pos, .row_seq = e->row_seq,
                                 .n_seqs = e->o.max_seqs, .block_tables = e->tables, .n_logit_rows = R,
                                 .logit_rows = e->logit_rows, .logits = use_dev ? NULL : e->logits,
