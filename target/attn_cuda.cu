@@ -253,29 +253,344 @@ static __device__ __forceinline__ int tc_slot_T(int j, int n_slots, int gdiv, in
     return j >= n_slots ? 0 : blk ? Tmax : p0 + 1 + tc_div(j, gdiv);
 }
 
+/* The max (MAX) or sum of v0 (slot j0) and of v1 (slot j0 + 8) over a quad's 4 lanes (xor 1,
+ * then xor 2) into the warp's row of red. */
+static __device__ __forceinline__ void tc_quad_put(float (*red)[TC_NQ], int warp, int j0, float v0, float v1,
+                                                   const int MAX) {
+#pragma unroll
+    for (int m = 1; m <= 2; m <<= 1) {
+        const float u0 = __shfl_xor_sync(0xffffffffu, v0, m), u1 = __shfl_xor_sync(0xffffffffu, v1, m);
+        v0 = MAX ? fmaxf(v0, u0) : __fadd_rn(v0, u0);
+        v1 = MAX ? fmaxf(v1, u1) : __fadd_rn(v1, u1);
+    }
+    if ((threadIdx.x & 3) == 0) {
+        red[warp][j0] = v0;
+        red[warp][j0 + 8] = v1;
+    }
+}
+
+static __device__ __forceinline__ void tc_zero(float acc[TC_MT][2][4]) {
+#pragma unroll
+    for (int mt = 0; mt < TC_MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
+}
+
+/* The B fragments of one k16 step (n tiles 0, 1) from shared memory at p (trans: stored k-major,
+ * as V), and the lo plane's at pl when lo (zeros otherwise). */
+static __device__ __forceinline__ void tc_ldsm_b(uint32_t b[2][2], uint32_t bl[2][2], const uint16_t *p,
+                                                 const uint16_t *pl, const int trans, int lo) {
+    uint32_t r[4];
+    if (trans) ldsm_x4_t(r, p);
+    else ldsm_x4(r, p);
+    b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
+    if (lo) {
+        if (trans) ldsm_x4_t(r, pl);
+        else ldsm_x4(r, pl);
+        bl[0][0] = r[0], bl[0][1] = r[1], bl[1][0] = r[2], bl[1][1] = r[3];
+    } else {
+        bl[0][0] = bl[0][1] = bl[1][0] = bl[1][1] = 0u;
+    }
+}
+
+/* One k16 step of S = Q K^T or O = P V over the first n_mt m tiles: for each tile and n tile, in
+ * this order, acc += A_hi B, acc += A_lo B, and acc += A_hi B_lo when lo (a block chunk). A's hi and
+ * lo planes are row-major with stride lda, the step's columns from k0. */
+static __device__ __forceinline__ void tc_mma_k16(float acc[TC_MT][2][4], const uint16_t *Ah, const uint16_t *Al,
+                                                  int lda, int k0, const uint32_t b[2][2], const uint32_t bl[2][2],
+                                                  int lo, const int n_mt) {
+    const int lane = threadIdx.x & 31, mi = lane >> 3, rr = lane & 7;
+#pragma unroll
+    for (int mt = 0; mt < TC_MT; mt++) {
+        if (mt >= n_mt) break;
+        uint32_t ah[4], al[4];
+        const int off = (mt * 16 + (mi & 1) * 8 + rr) * lda + k0 + (mi >> 1) * 8;
+        ldsm_x4(ah, Ah + off);
+        ldsm_x4(al, Al + off);
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+            mma16816(acc[mt][nt], ah, b[nt][0], b[nt][1]);
+            mma16816(acc[mt][nt], al, b[nt][0], b[nt][1]);
+            if (lo) mma16816(acc[mt][nt], ah, bl[nt][0], bl[nt][1]);
+        }
+    }
+}
+
+/* One group's chunks (this CTA's share: c = split, split + ns, ..; its m tiles js / 16 ..). The
+ * fused causal kernel calls it with n_mt a constant, so the m-tile loops unroll without their
+ * run-time exits (ncu, session 23: the bound checks, branches and index arithmetic were ~80% of
+ * the score loop's instructions, and the kernel at batch 64 was bound by its instruction stream,
+ * not by HBM); the others with the run-time count. */
+static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const tc_args &x, const int FUSED, const int hd,
+                                                const int blk, const int n_mt, uint16_t *Ks, uint16_t *Kl, uint16_t *Vs,
+                                                uint16_t *Vl, uint16_t *Ph, uint16_t *Pl, uint16_t *Qh, uint16_t *Ql,
+                                                float (*red_m)[TC_NQ], float (*red_l)[TC_NQ], float2 *mg_ab, float *mg_L,
+                                                long long *pos_off,
+                                                int kvh, int split, int r0, int seq, int p0, int n_cache, int Tmax,
+                                                int blk0, int nch, int n_slots, int js) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int mi = lane >> 3, rr = lane & 7;
+    const int G = a.n_heads / a.n_kv_heads, kst = hd + 8, gdiv = (65536 + G - 1) / G;
+    const size_t slot = (size_t)a.n_kv_heads * hd;
+    /* FUSED: the merge's running state. Its sums of this lane's slots j = 16 mt + g + 8 hh, its
+     * dims, in o_run; the max and sum of slot tid (one thread a slot) in Mj, Lj, and that thread's
+     * coefficients for this chunk (a = e^(M - M'), b = e^(m - M')) in alj, bej, which it hands to the
+     * other lanes through mg_ab (once a slot, not once a warp and lane: ncu, session 23) */
+    float o_run[TC_MT][2][4], Mj = -INFINITY, Lj = 0.0f, alj = 0.0f, bej = 0.0f;
+    tc_zero(o_run);
+
+    for (int c = split; c < nch; c += x.ns) {
+        const int t0 = c * ATTN_CHUNK;
+        const int bchunk = blk && t0 + ATTN_CHUNK > n_cache; /* holds block positions (fp32 K/V) */
+
+        /* 1. where each position's K/V row is (the block-table loads need no wait: the tables
+         * are uploaded before a forward's first kernel) */
+        {
+            const int p = t0 + tid; /* position p is thread tid's */
+            if (tid < ATTN_CHUNK) {
+                const int b = p < n_cache ? a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size] : 0;
+                long long off = -1;
+                if (p < n_cache)
+                    off = ((long long)b * a.block_size + p % a.block_size) * (long long)slot + (long long)kvh * hd;
+                else if (p < Tmax)
+                    off = -2 - (long long)(blk0 + p - n_cache);
+                pos_off[tid] = off;
+            }
+        }
+        __syncthreads();
+        /* FLINT_LAUNCH: Q and the cache (and the drafter block's K/V) come from the kernels
+         * before; everything above overlapped the kernel before */
+        pdl_wait();
+
+        /* 2. K, then V, in flight together; on a group's first chunk its Q meanwhile; wait for
+         * K (and Q) only */
+        tc_load_tile(Ks, Kl, a.k_cache, a.blk_k, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
+        cp_async_commit();
+        tc_load_tile(Vs, Vl, a.v_cache, a.blk_v, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
+        cp_async_commit();
+        if (c == split) { /* Q of the group's slots as hi/lo bf16, zeros for padding slots (the
+                           * last readers of the previous group's Q passed the chunk-end barrier) */
+#pragma unroll 2
+            for (int idx = tid; idx < n_mt * 16 * (hd >> 3); idx += TC_THREADS) {
+                const int j = idx / (hd >> 3), d = (idx - j * (hd >> 3)) * 8;
+                float v[8];
+                if (js + j < n_slots) {
+                    const int jr = tc_div(js + j, gdiv);
+                    const float *qp =
+                        a.q + (size_t)(r0 + jr) * a.ldq + (size_t)(kvh * G + js + j - jr * G) * hd + d;
+                    if (x.q_vec) {
+                        const float4 u0 = *(const float4 *)qp, u1 = *(const float4 *)(qp + 4);
+                        v[0] = u0.x, v[1] = u0.y, v[2] = u0.z, v[3] = u0.w;
+                        v[4] = u1.x, v[5] = u1.y, v[6] = u1.z, v[7] = u1.w;
+                    } else {
+#pragma unroll
+                        for (int e = 0; e < 8; e++) v[e] = qp[e];
+                    }
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 8; e++) v[e] = 0.0f;
+                }
+                uint4 h, l;
+                split8(v, &h, &l);
+                *(uint4 *)(Qh + j * kst + d) = h;
+                *(uint4 *)(Ql + j * kst + d) = l;
+            }
+        }
+        cp_async_wait1();
+        __syncthreads();
+
+        /* 3. S = Q K^T for this warp's 16 positions */
+        float acc[TC_MT][2][4];
+        tc_zero(acc);
+        for (int s = 0; s < (hd >> 4); s++) {
+            uint32_t kb[2][2], kl[2][2];
+            const int kcol = 16 * s + (mi & 1) * 8;
+            const int krow = warp * 16 + (mi >> 1) * 8 + rr; /* n tiles 0, 1: positions 16w + 8 (mi >> 1) + rr */
+            tc_ldsm_b(kb, kl, Ks + krow * kst + kcol, Kl + krow * kst + kcol, 0, bchunk);
+            tc_mma_k16(acc, Qh, Ql, kst, 16 * s, kb, kl, bchunk, n_mt);
+        }
+
+        /* 4. scale, mask, the max of each slot over this warp's positions, then over warps */
+        const int pw = t0 + warp * 16 + 2 * t; /* this lane's positions: pw + 8 nt + e */
+#pragma unroll
+        for (int mt = 0; mt < TC_MT; mt++) {
+            if (mt >= n_mt) break;
+            const int j0 = mt * 16 + g, j1 = j0 + 8;
+            const int T0 = tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
+            const int T1 = tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
+            float m0 = -INFINITY, m1 = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int p = pw + 8 * nt + e;
+                    const float s0 = __fmul_rn(acc[mt][nt][e], x.scale), s1 = __fmul_rn(acc[mt][nt][2 + e], x.scale);
+                    acc[mt][nt][e] = s0;
+                    acc[mt][nt][2 + e] = s1;
+                    if (p < T0) m0 = fmaxf(m0, s0);
+                    if (p < T1) m1 = fmaxf(m1, s1);
+                }
+            tc_quad_put(red_m, warp, j0, m0, m1, 1);
+        }
+        __syncthreads(); /* also: every warp is done reading K, so P may overwrite it */
+
+        /* FUSED: the merge coefficients of slot tid (attn_merge_kernel's step for chunk c) */
+        const int own = FUSED && tid < n_mt * 16 && t0 < tc_slot_T(js + tid, n_slots, gdiv, blk, p0, Tmax);
+        if (own) {
+            const float m = tc_red_max(red_m, tid);
+            const float Mn = fmaxf(Mj, m);
+            alj = expf(__fsub_rn(Mj, Mn)), bej = expf(__fsub_rn(m, Mn));
+            Mj = Mn;
+            mg_ab[tid] = make_float2(alj, bej);
+        }
+
+        /* 5. p = e^(s - m) (0 where not seen), l, and P as hi/lo bf16 into shared memory */
+#pragma unroll
+        for (int mt = 0; mt < TC_MT; mt++) {
+            if (mt >= n_mt) break;
+            const int j0 = mt * 16 + g, j1 = j0 + 8;
+            const int T0 = tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
+            const int T1 = tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
+            const float M0 = tc_red_max(red_m, j0), M1 = tc_red_max(red_m, j1);
+            float l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                const int p = pw + 8 * nt;
+                const float a0 = p < T0 ? expf(__fsub_rn(acc[mt][nt][0], M0)) : 0.0f;
+                const float a1 = p + 1 < T0 ? expf(__fsub_rn(acc[mt][nt][1], M0)) : 0.0f;
+                const float b0 = p < T1 ? expf(__fsub_rn(acc[mt][nt][2], M1)) : 0.0f;
+                const float b1 = p + 1 < T1 ? expf(__fsub_rn(acc[mt][nt][3], M1)) : 0.0f;
+                l0 = __fadd_rn(__fadd_rn(l0, a0), a1);
+                l1 = __fadd_rn(__fadd_rn(l1, b0), b1);
+                const int col = warp * 16 + 8 * nt + 2 * t;
+                uint32_t h, l;
+                split_pair(a0, a1, &h, &l);
+                *(uint32_t *)(Ph + j0 * TC_PST + col) = h;
+                *(uint32_t *)(Pl + j0 * TC_PST + col) = l;
+                split_pair(b0, b1, &h, &l);
+                *(uint32_t *)(Ph + j1 * TC_PST + col) = h;
+                *(uint32_t *)(Pl + j1 * TC_PST + col) = l;
+            }
+            tc_quad_put(red_l, warp, j0, l0, l1, 0);
+        }
+        cp_async_wait0(); /* V */
+        __syncthreads();
+        if (own) { /* the merged sum so far (a row may see its last position chunks before the group's last) */
+            Lj = fmaf(tc_red_sum(red_l, tid), bej, __fmul_rn(Lj, alj));
+            mg_L[tid] = Lj;
+        }
+
+        /* 6. O = P V for this warp's dim pair pb (16 dims; pb + 8, .. past head_dim 128), then the
+         * partials */
+        const int npair = hd >> 4;
+        float *o_part = a.scratch, *ml_part = a.scratch + (size_t)a.n_rows * a.n_heads * x.max_chunks * hd;
+        for (int pb = warp; pb < npair; pb += TC_WARPS) {
+            float o[TC_MT][2][4];
+            tc_zero(o);
+#pragma unroll 2
+            for (int ks = 0; ks < ATTN_CHUNK / 16; ks++) {
+                uint32_t vb[2][2], vl[2][2];
+                const int vrow = 16 * ks + (mi & 1) * 8 + rr;
+                const int vcol = 16 * pb + (mi >> 1) * 8; /* n tiles 0, 1: dims 16 pb + 8 (mi >> 1) */
+                tc_ldsm_b(vb, vl, Vs + vrow * kst + vcol, Vl + vrow * kst + vcol, 1, bchunk);
+                tc_mma_k16(o, Ph, Pl, TC_PST, 16 * ks, vb, vl, bchunk, n_mt);
+            }
+#pragma unroll
+            for (int mt = 0; mt < TC_MT; mt++) {
+                if (mt >= n_mt) break;
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const int j = mt * 16 + g + 8 * hh;
+                    if (t0 >= tc_slot_T(js + j, n_slots, gdiv, blk, p0, Tmax)) continue; /* nothing seen, or padding */
+                    if (FUSED) { /* attn_merge_kernel's step for chunk c, the same operations */
+                        const float2 ab = mg_ab[j];
+                        const float al = ab.x, be = ab.y;
+#pragma unroll
+                        for (int nt = 0; nt < 2; nt++) {
+#pragma unroll
+                            for (int e = 0; e < 2; e++)
+                                o_run[mt][nt][2 * hh + e] =
+                                    fmaf(o[mt][nt][2 * hh + e], be, __fmul_rn(o_run[mt][nt][2 * hh + e], al));
+                        }
+                        continue;
+                    }
+                    const int jr = tc_div(js + j, gdiv);
+                    const size_t part =
+                        ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + js + j - jr * G) * x.max_chunks + c;
+                    float *op = o_part + part * hd + 2 * t;
+#pragma unroll
+                    for (int nt = 0; nt < 2; nt++)
+                        *(float2 *)(op + 16 * pb + 8 * nt) = make_float2(o[mt][nt][2 * hh], o[mt][nt][2 * hh + 1]);
+                }
+            }
+        }
+        if (!FUSED && warp == 0 && t == 0) {
+#pragma unroll
+            for (int mt = 0; mt < TC_MT; mt++) {
+                if (mt >= n_mt) break;
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const int j = mt * 16 + g + 8 * hh;
+                    if (t0 >= tc_slot_T(js + j, n_slots, gdiv, blk, p0, Tmax)) continue;
+                    const int jr = tc_div(js + j, gdiv);
+                    const size_t part =
+                        ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + js + j - jr * G) * x.max_chunks + c;
+                    ml_part[2 * part] = tc_red_max(red_m, j);
+                    ml_part[2 * part + 1] = tc_red_sum(red_l, j);
+                }
+            }
+        }
+        __syncthreads(); /* the next chunk (or group) overwrites K/P, V, Q and the reductions */
+    }
+    if (FUSED && warp < (hd >> 4)) { /* out = bf16(o * (1 / L)), as the merge kernel */
+        const int pb = warp; /* head_dim <= 128: one pair per warp */
+#pragma unroll
+        for (int mt = 0; mt < TC_MT; mt++) {
+            if (mt >= n_mt) break;
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int j = mt * 16 + g + 8 * hh;
+                if (js + j >= n_slots) continue;
+                const float inv = 1.0f / mg_L[j];
+                const int jr = tc_div(js + j, gdiv);
+                uint16_t *op = a.out + (size_t)(r0 + jr) * a.ldo + (size_t)(kvh * G + js + j - jr * G) * hd + 2 * t;
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+                    const int d = 16 * pb + 8 * nt;
+                    op[d] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh], inv));
+                    op[d + 1] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh + 1], inv));
+                }
+            }
+        }
+    }
+}
+
 /* FUSED (a constant): the CTA takes every chunk of its groups (ns == 1) in order and merges them
  * itself, with the merge kernel's recurrence, into the output: no partials (head_dim <= 128, so
  * that each warp's running sums fit in registers: one dim-pair batch per warp). HD (a constant):
  * the head_dim the kernel is compiled for, 0 for any: with it known the loops over head_dim
  * unroll and the tile loads' index arithmetic folds (at head_dim 128 it was ~30% of the split
- * kernel's instructions at batch 1, ncu, session 18); the arithmetic on values is the same. */
+ * kernel's instructions at batch 1, ncu, session 18); the arithmetic on values is the same. BLK
+ * (a constant): 0 compiles the kernel for causal launches only. */
 static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, const tc_args x, const int FUSED,
-                                                    const int HD) {
+                                                    const int HD, const int BLK) {
     extern __shared__ uint4 tc_smem[];
     __shared__ float red_m[TC_WARPS][TC_NQ], red_l[TC_WARPS][TC_NQ]; /* per warp: max and sum of each slot */
     __shared__ long long pos_off[ATTN_CHUNK];
+    __shared__ float2 mg_ab[TC_NQ]; /* FUSED: each slot's merge coefficients for the chunk */
+    __shared__ float mg_L[TC_NQ];   /* FUSED: each slot's merged sum after its latest chunk */
     __shared__ int w_seq[TC_ROWS], w_pos[TC_ROWS];
     __shared__ unsigned char w_cont[TC_ROWS], w_lead[TC_ROWS];
     __shared__ int g_r0[TC_WIN], g_n[TC_WIN], g_cnt;
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-    const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: the matrix and the row this lane addresses */
+    const int tid = threadIdx.x;
     /* grid (KV head, window, split): CTAs start in x, y, z order, so every split's working CTAs
      * start before the next split's; the last rows' windows first */
     const int kvh = blockIdx.x, win = gridDim.y - 1 - blockIdx.y, split = blockIdx.z % x.ns, mh = blockIdx.z / x.ns;
-    const int hd = HD ? HD : a.head_dim, G = a.n_heads / a.n_kv_heads, kst = hd + 8, blk = a.blk_rows > 0;
-    const int gdiv = (65536 + G - 1) / G; /* tc_div */
-    const size_t slot = (size_t)a.n_kv_heads * hd; /* elements per cache position */
+    /* BLK 0: compiled for causal launches only (the drafter block's lo-tile MMAs drop out) */
+    const int hd = HD ? HD : a.head_dim, G = a.n_heads / a.n_kv_heads, kst = hd + 8, blk = BLK && a.blk_rows > 0;
 
     /* Shared memory: [K hi | K lo] (P hi | P lo reuse it once the scores are done), [V hi | V lo],
      * [Q hi | Q lo]. Row strides kst = hd + 8 and TC_PST are odd multiples of 16 bytes, so the 8
@@ -366,320 +681,37 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
         const int mt_lo = mh * tpc, n_mt = min(n_mt_all, mt_lo + tpc) - mt_lo, js = 16 * mt_lo;
         if (n_mt <= 0) continue; /* CTA-uniform */
         if (FUSED && (Tmax + ATTN_CHUNK - 1) / ATTN_CHUNK > x.max_chunks) __trap(); /* as the merge kernel */
-        /* FUSED: the merge's running state of this lane's slots j = 16 mt + g + 8 hh, its dims */
-        float o_run[TC_MT][2][4], M_run[TC_MT][2], L_run[TC_MT][2];
-#pragma unroll
-        for (int mt = 0; mt < TC_MT; mt++) {
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) M_run[mt][hh] = -INFINITY, L_run[mt][hh] = 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) o_run[mt][nt][i] = 0.0f;
-        }
-
-        for (int c = split; c < nch; c += x.ns) {
-            const int t0 = c * ATTN_CHUNK;
-            const int bchunk = blk && t0 + ATTN_CHUNK > n_cache; /* holds block positions (fp32 K/V) */
-
-            /* 1. where each position's K/V row is (the block-table loads need no wait: the tables
-             * are uploaded before a forward's first kernel) */
-            {
-                const int p = t0 + tid; /* position p is thread tid's */
-                if (tid < ATTN_CHUNK) {
-                    const int b = p < n_cache ? a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size] : 0;
-                    long long off = -1;
-                    if (p < n_cache)
-                        off = ((long long)b * a.block_size + p % a.block_size) * (long long)slot + (long long)kvh * hd;
-                    else if (p < Tmax)
-                        off = -2 - (long long)(blk0 + p - n_cache);
-                    pos_off[tid] = off;
-                }
-            }
-            __syncthreads();
-            /* FLINT_LAUNCH: Q and the cache (and the drafter block's K/V) come from the kernels
-             * before; everything above overlapped the kernel before */
-            pdl_wait();
-
-            /* 2. K, then V, in flight together; on a group's first chunk its Q meanwhile; wait for
-             * K (and Q) only */
-            tc_load_tile(Ks, Kl, a.k_cache, a.blk_k, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
-            cp_async_commit();
-            tc_load_tile(Vs, Vl, a.v_cache, a.blk_v, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
-            cp_async_commit();
-            if (c == split) { /* Q of the group's slots as hi/lo bf16, zeros for padding slots (the
-                               * last readers of the previous group's Q passed the chunk-end barrier) */
-#pragma unroll 2
-                for (int idx = tid; idx < n_mt * 16 * (hd >> 3); idx += TC_THREADS) {
-                    const int j = idx / (hd >> 3), d = (idx - j * (hd >> 3)) * 8;
-                    float v[8];
-                    if (js + j < n_slots) {
-                        const int jr = tc_div(js + j, gdiv);
-                        const float *qp =
-                            a.q + (size_t)(r0 + jr) * a.ldq + (size_t)(kvh * G + js + j - jr * G) * hd + d;
-                        if (x.q_vec) {
-                            const float4 u0 = *(const float4 *)qp, u1 = *(const float4 *)(qp + 4);
-                            v[0] = u0.x, v[1] = u0.y, v[2] = u0.z, v[3] = u0.w;
-                            v[4] = u1.x, v[5] = u1.y, v[6] = u1.z, v[7] = u1.w;
-                        } else {
-#pragma unroll
-                            for (int e = 0; e < 8; e++) v[e] = qp[e];
-                        }
-                    } else {
-#pragma unroll
-                        for (int e = 0; e < 8; e++) v[e] = 0.0f;
-                    }
-                    uint4 h, l;
-                    split8(v, &h, &l);
-                    *(uint4 *)(Qh + j * kst + d) = h;
-                    *(uint4 *)(Ql + j * kst + d) = l;
-                }
-            }
-            cp_async_wait1();
-            __syncthreads();
-
-            /* 3. S = Q K^T for this warp's 16 positions */
-            float acc[TC_MT][2][4];
-#pragma unroll
-            for (int mt = 0; mt < TC_MT; mt++)
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
-            for (int s = 0; s < (hd >> 4); s++) {
-                uint32_t kb[2][2], kl[2][2], r[4];
-                const int kcol = 16 * s + (mi & 1) * 8;
-                const int krow = warp * 16 + (mi >> 1) * 8 + rr; /* n tiles 0, 1: positions 16w + 8 (mi >> 1) + rr */
-                ldsm_x4(r, Ks + krow * kst + kcol);
-                kb[0][0] = r[0], kb[0][1] = r[1], kb[1][0] = r[2], kb[1][1] = r[3];
-                if (bchunk) {
-                    ldsm_x4(r, Kl + krow * kst + kcol);
-                    kl[0][0] = r[0], kl[0][1] = r[1], kl[1][0] = r[2], kl[1][1] = r[3];
-                } else {
-                    kl[0][0] = kl[0][1] = kl[1][0] = kl[1][1] = 0u;
-                }
-#pragma unroll
-                for (int mt = 0; mt < TC_MT; mt++) {
-                    if (mt >= n_mt) break;
-                    uint32_t qh[4], ql[4];
-                    const int qoff = (mt * 16 + (mi & 1) * 8 + rr) * kst + 16 * s + (mi >> 1) * 8;
-                    ldsm_x4(qh, Qh + qoff);
-                    ldsm_x4(ql, Ql + qoff);
-#pragma unroll
-                    for (int nt = 0; nt < 2; nt++) {
-                        mma16816(acc[mt][nt], qh, kb[nt][0], kb[nt][1]);
-                        mma16816(acc[mt][nt], ql, kb[nt][0], kb[nt][1]);
-                        if (bchunk) mma16816(acc[mt][nt], qh, kl[nt][0], kl[nt][1]);
-                    }
-                }
-            }
-
-            /* 4. scale, mask, the max of each slot over this warp's positions, then over warps */
-            const int pw = t0 + warp * 16 + 2 * t; /* this lane's positions: pw + 8 nt + e */
-#pragma unroll
-            for (int mt = 0; mt < TC_MT; mt++) {
-                if (mt >= n_mt) break;
-                const int j0 = mt * 16 + g, j1 = j0 + 8;
-                const int T0 = tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
-                const int T1 = tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
-                float m0 = -INFINITY, m1 = -INFINITY;
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const int p = pw + 8 * nt + e;
-                        const float s0 = __fmul_rn(acc[mt][nt][e], x.scale), s1 = __fmul_rn(acc[mt][nt][2 + e], x.scale);
-                        acc[mt][nt][e] = s0;
-                        acc[mt][nt][2 + e] = s1;
-                        if (p < T0) m0 = fmaxf(m0, s0);
-                        if (p < T1) m1 = fmaxf(m1, s1);
-                    }
-                m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
-                m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
-                m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
-                m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
-                if (t == 0) {
-                    red_m[warp][j0] = m0;
-                    red_m[warp][j1] = m1;
-                }
-            }
-            __syncthreads(); /* also: every warp is done reading K, so P may overwrite it */
-
-            /* 5. p = e^(s - m) (0 where not seen), l, and P as hi/lo bf16 into shared memory */
-#pragma unroll
-            for (int mt = 0; mt < TC_MT; mt++) {
-                if (mt >= n_mt) break;
-                const int j0 = mt * 16 + g, j1 = j0 + 8;
-                const int T0 = tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
-                const int T1 = tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
-                const float M0 = tc_red_max(red_m, j0), M1 = tc_red_max(red_m, j1);
-                float l0 = 0.0f, l1 = 0.0f;
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++) {
-                    const int p = pw + 8 * nt;
-                    const float a0 = p < T0 ? expf(__fsub_rn(acc[mt][nt][0], M0)) : 0.0f;
-                    const float a1 = p + 1 < T0 ? expf(__fsub_rn(acc[mt][nt][1], M0)) : 0.0f;
-                    const float b0 = p < T1 ? expf(__fsub_rn(acc[mt][nt][2], M1)) : 0.0f;
-                    const float b1 = p + 1 < T1 ? expf(__fsub_rn(acc[mt][nt][3], M1)) : 0.0f;
-                    l0 = __fadd_rn(__fadd_rn(l0, a0), a1);
-                    l1 = __fadd_rn(__fadd_rn(l1, b0), b1);
-                    const int col = warp * 16 + 8 * nt + 2 * t;
-                    uint32_t h, l;
-                    split_pair(a0, a1, &h, &l);
-                    *(uint32_t *)(Ph + j0 * TC_PST + col) = h;
-                    *(uint32_t *)(Pl + j0 * TC_PST + col) = l;
-                    split_pair(b0, b1, &h, &l);
-                    *(uint32_t *)(Ph + j1 * TC_PST + col) = h;
-                    *(uint32_t *)(Pl + j1 * TC_PST + col) = l;
-                }
-                l0 = __fadd_rn(l0, __shfl_xor_sync(0xffffffffu, l0, 1));
-                l0 = __fadd_rn(l0, __shfl_xor_sync(0xffffffffu, l0, 2));
-                l1 = __fadd_rn(l1, __shfl_xor_sync(0xffffffffu, l1, 1));
-                l1 = __fadd_rn(l1, __shfl_xor_sync(0xffffffffu, l1, 2));
-                if (t == 0) {
-                    red_l[warp][j0] = l0;
-                    red_l[warp][j1] = l1;
-                }
-            }
-            cp_async_wait0(); /* V */
-            __syncthreads();
-
-            /* 6. O = P V for this warp's dim pair pb (16 dims; pb + 8, .. past head_dim 128), then the
-             * partials */
-            const int npair = hd >> 4;
-            float *o_part = a.scratch, *ml_part = a.scratch + (size_t)a.n_rows * a.n_heads * x.max_chunks * hd;
-            for (int pb = warp; pb < npair; pb += TC_WARPS) {
-                float o[TC_MT][2][4];
-#pragma unroll
-                for (int mt = 0; mt < TC_MT; mt++)
-#pragma unroll
-                    for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++) o[mt][nt][i] = 0.0f;
-#pragma unroll 2
-                for (int ks = 0; ks < ATTN_CHUNK / 16; ks++) {
-                    uint32_t vb[2][2], vl[2][2], r[4];
-                    const int vrow = 16 * ks + (mi & 1) * 8 + rr;
-                    const int vcol = 16 * pb + (mi >> 1) * 8; /* n tiles 0, 1: dims 16 pb + 8 (mi >> 1) */
-                    ldsm_x4_t(r, Vs + vrow * kst + vcol);
-                    vb[0][0] = r[0], vb[0][1] = r[1], vb[1][0] = r[2], vb[1][1] = r[3];
-                    if (bchunk) {
-                        ldsm_x4_t(r, Vl + vrow * kst + vcol);
-                        vl[0][0] = r[0], vl[0][1] = r[1], vl[1][0] = r[2], vl[1][1] = r[3];
-                    } else {
-                        vl[0][0] = vl[0][1] = vl[1][0] = vl[1][1] = 0u;
-                    }
-#pragma unroll
-                    for (int mt = 0; mt < TC_MT; mt++) {
-                        if (mt >= n_mt) break;
-                        uint32_t ph[4], pl[4];
-                        const int poff = (mt * 16 + (mi & 1) * 8 + rr) * TC_PST + 16 * ks + (mi >> 1) * 8;
-                        ldsm_x4(ph, Ph + poff);
-                        ldsm_x4(pl, Pl + poff);
-#pragma unroll
-                        for (int nt = 0; nt < 2; nt++) {
-                            mma16816(o[mt][nt], ph, vb[nt][0], vb[nt][1]);
-                            mma16816(o[mt][nt], pl, vb[nt][0], vb[nt][1]);
-                            if (bchunk) mma16816(o[mt][nt], ph, vl[nt][0], vl[nt][1]);
-                        }
-                    }
-                }
-#pragma unroll
-                for (int mt = 0; mt < TC_MT; mt++) {
-                    if (mt >= n_mt) break;
-#pragma unroll
-                    for (int hh = 0; hh < 2; hh++) {
-                        const int j = mt * 16 + g + 8 * hh;
-                        if (t0 >= tc_slot_T(js + j, n_slots, gdiv, blk, p0, Tmax)) continue; /* nothing seen, or padding */
-                        if (FUSED) { /* attn_merge_kernel's step for chunk c, the same operations */
-                            const float m = tc_red_max(red_m, j), l = tc_red_sum(red_l, j);
-                            const float Mn = fmaxf(M_run[mt][hh], m);
-                            const float al = expf(__fsub_rn(M_run[mt][hh], Mn)), be = expf(__fsub_rn(m, Mn));
-                            L_run[mt][hh] = fmaf(l, be, __fmul_rn(L_run[mt][hh], al));
-                            M_run[mt][hh] = Mn;
-#pragma unroll
-                            for (int nt = 0; nt < 2; nt++) {
-#pragma unroll
-                                for (int e = 0; e < 2; e++)
-                                    o_run[mt][nt][2 * hh + e] =
-                                        fmaf(o[mt][nt][2 * hh + e], be, __fmul_rn(o_run[mt][nt][2 * hh + e], al));
-                            }
-                            continue;
-                        }
-                        const int jr = tc_div(js + j, gdiv);
-                        const size_t part =
-                            ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + js + j - jr * G) * x.max_chunks + c;
-                        float *op = o_part + part * hd + 2 * t;
-#pragma unroll
-                        for (int nt = 0; nt < 2; nt++)
-                            *(float2 *)(op + 16 * pb + 8 * nt) = make_float2(o[mt][nt][2 * hh], o[mt][nt][2 * hh + 1]);
-                    }
-                }
-            }
-            if (!FUSED && warp == 0 && t == 0) {
-#pragma unroll
-                for (int mt = 0; mt < TC_MT; mt++) {
-                    if (mt >= n_mt) break;
-#pragma unroll
-                    for (int hh = 0; hh < 2; hh++) {
-                        const int j = mt * 16 + g + 8 * hh;
-                        if (t0 >= tc_slot_T(js + j, n_slots, gdiv, blk, p0, Tmax)) continue;
-                        const int jr = tc_div(js + j, gdiv);
-                        const size_t part =
-                            ((size_t)(r0 + jr) * a.n_heads + (size_t)kvh * G + js + j - jr * G) * x.max_chunks + c;
-                        ml_part[2 * part] = tc_red_max(red_m, j);
-                        ml_part[2 * part + 1] = tc_red_sum(red_l, j);
-                    }
-                }
-            }
-            __syncthreads(); /* the next chunk (or group) overwrites K/P, V, Q and the reductions */
-        }
-        if (FUSED && warp < (hd >> 4)) { /* out = bf16(o * (1 / L)), as the merge kernel */
-            const int pb = warp; /* head_dim <= 128: one pair per warp */
-#pragma unroll
-            for (int mt = 0; mt < TC_MT; mt++) {
-                if (mt >= n_mt) break;
-#pragma unroll
-                for (int hh = 0; hh < 2; hh++) {
-                    const int j = mt * 16 + g + 8 * hh;
-                    if (js + j >= n_slots) continue;
-                    const float inv = 1.0f / L_run[mt][hh];
-                    const int jr = tc_div(js + j, gdiv);
-                    uint16_t *op = a.out + (size_t)(r0 + jr) * a.ldo + (size_t)(kvh * G + js + j - jr * G) * hd + 2 * t;
-#pragma unroll
-                    for (int nt = 0; nt < 2; nt++) {
-                        const int d = 16 * pb + 8 * nt;
-                        op[d] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh], inv));
-                        op[d + 1] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh + 1], inv));
-                    }
-                }
-            }
-        }
+        /* n_mt as a constant (1 tile: decode, 2: a verify block of 8 at G = 4) where a CTA walks many
+         * chunks (the fused kernel: batch 32-64, prefill); the split kernel's CTAs take one or two
+         * chunks each, and there the specialised code was slower in the forward (ncu, batch 8,
+         * session 23: 41.4 -> 44.0 us a layer at q 8, K/V from HBM), so it keeps the run-time count */
+#define TC_GROUP(NMT)                                                                                              \
+    tc_group(a, x, FUSED, hd, blk, NMT, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, red_m, red_l, mg_ab, mg_L, pos_off, kvh, split, \
+             r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, js)
+        if (!FUSED || BLK) TC_GROUP(n_mt); /* (block mode: the 4-tile copy spilled registers) */
+        else if (n_mt == 1) TC_GROUP(1);
+        else if (n_mt == 2) TC_GROUP(2);
+        else if (n_mt == 3) TC_GROUP(3);
+        else TC_GROUP(4);
+#undef TC_GROUP
     }
 }
 
-static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_kernel(const flint_cuda_attn a, const tc_args x) {
-    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
-    attn_l2_prefetch(&a);
-    attn_tc_body(a, x, 0, 0); /* pdl_wait: inside, after the loads that need none */
-}
-static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_fused_kernel(const flint_cuda_attn a, const tc_args x) {
-    pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
-    attn_l2_prefetch(&a);
-    attn_tc_body(a, x, 1, 0);
-}
-/* head_dim 128 (the Qwen3 models) */
-static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_kernel_d128(const flint_cuda_attn a, const tc_args x) {
-    pdl_trigger();
-    attn_l2_prefetch(&a);
-    attn_tc_body(a, x, 0, 128);
-}
-static __global__ void __launch_bounds__(TC_THREADS, 2) attn_tc_fused_kernel_d128(const flint_cuda_attn a,
-                                                                                 const tc_args x) {
-    pdl_trigger();
-    attn_l2_prefetch(&a);
-    attn_tc_body(a, x, 1, 128);
-}
+/* The kernels: any head_dim (and mode), and head_dim 128 (the Qwen3 models) for causal launches
+ * and for drafter blocks; each unfused (partials, then attn_merge_kernel) and fused. */
+#define TC_KERNEL(name, FUSED, HD, BLK)                                                                            \
+    static __global__ void __launch_bounds__(TC_THREADS, 2) name(const flint_cuda_attn a, const tc_args x) {       \
+        pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */                              \
+        attn_l2_prefetch(&a);                                                                                      \
+        attn_tc_body(a, x, FUSED, HD, BLK); /* pdl_wait: inside, after the loads that need none */                 \
+    }
+TC_KERNEL(attn_tc_kernel, 0, 0, 1)
+TC_KERNEL(attn_tc_fused_kernel, 1, 0, 1)
+TC_KERNEL(attn_tc_kernel_d128, 0, 128, 0)
+TC_KERNEL(attn_tc_fused_kernel_d128, 1, 128, 0)
+TC_KERNEL(attn_tc_blk_kernel_d128, 0, 128, 1)
+TC_KERNEL(attn_tc_blk_fused_kernel_d128, 1, 128, 1)
+#undef TC_KERNEL
 
 /* Dynamic shared memory of attn_tc_kernel for nq query slots. */
 static size_t tc_smem_bytes(int hd, int blk, int nq) {
@@ -939,19 +971,14 @@ static int attn_device(int *n_sm) {
 static void attn_tc_allow_smem(int dev) {
     static int done[ATTN_MAX_DEVICES];
     if (done[dev]) return;
-    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_LIMIT));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_LIMIT));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_fused_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_kernel_d128, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_LIMIT));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_kernel_d128, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_fused_kernel_d128, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    TC_SMEM_LIMIT));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_tc_fused_kernel_d128, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared));
+    const void *k[] = {(const void *)attn_tc_kernel,          (const void *)attn_tc_fused_kernel,
+                       (const void *)attn_tc_kernel_d128,     (const void *)attn_tc_fused_kernel_d128,
+                       (const void *)attn_tc_blk_kernel_d128, (const void *)attn_tc_blk_fused_kernel_d128};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        CUDA_CHECK(cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_LIMIT));
+        CUDA_CHECK(cudaFuncSetAttribute(k[i], cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        cudaSharedmemCarveoutMaxShared));
+    }
     done[dev] = 1;
 }
 
@@ -1025,10 +1052,10 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         attn_tc_allow_smem(dev);
         const int d128 = a->head_dim == 128; /* the same arithmetic, compiled for the shape */
         if (fused)
-            FLINT_LAUNCH(d128 ? attn_tc_fused_kernel_d128 : attn_tc_fused_kernel, dim3(a->n_kv_heads, windows, 1),
-                         TC_THREADS, smem, s, *a, x);
+            FLINT_LAUNCH(!d128 ? attn_tc_fused_kernel : blk ? attn_tc_blk_fused_kernel_d128 : attn_tc_fused_kernel_d128,
+                         dim3(a->n_kv_heads, windows, 1), TC_THREADS, smem, s, *a, x);
         else
-            FLINT_LAUNCH(d128 ? attn_tc_kernel_d128 : attn_tc_kernel,
+            FLINT_LAUNCH(!d128 ? attn_tc_kernel : blk ? attn_tc_blk_kernel_d128 : attn_tc_kernel_d128,
                          dim3(a->n_kv_heads, windows, (unsigned)(x.ns * x.ms)), TC_THREADS, smem, s, *a, x);
     } else {
         FLINT_LAUNCH(attn_chunk_kernel, dim3(max_chunks, a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s, *a, max_chunks,

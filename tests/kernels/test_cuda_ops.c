@@ -26,8 +26,8 @@
  * Usage: test_cuda_ops [--seed N] [--no-lab] [--quick]; FLINT_SEED=N also fixes the seed. --quick
  * leaves out the large shapes and the guard bytes, for runs under compute-sanitizer: every buffer
  * is then exactly its size, so memcheck sees any access past it. --lab-small: the small-M GEMM lab
- * alone; --lab-glu: the gate-up GEMM with and without its fused SwiGLU; --lab-gemm V M N K: one
- * GEMM tiling (variant V) timed at one shape (for a profiler). */
+ * alone; --lab-glu: the gate-up GEMM with and without its fused SwiGLU; --lab-attn: the attention
+ * lab alone; --lab-gemm V M N K: one GEMM tiling (variant V) timed at one shape (for a profiler). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -1117,7 +1117,7 @@ static void test_attention_block(int n_heads, int n_kv, int hd, int bs, int B, i
 int main(int argc, char **argv) {
     uint64_t seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
     const char *env = getenv("FLINT_SEED");
-    int lab = 1, quick = 0, lab_small = 0, lab_glu_only = 0, one[4] = {-1, 0, 0, 0};
+    int lab = 1, quick = 0, lab_small = 0, lab_glu_only = 0, lab_attn_only = 0, one[4] = {-1, 0, 0, 0};
     if (env && *env) seed = strtoull(env, NULL, 10);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
@@ -1125,11 +1125,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--quick")) quick = 1, guard = 0;
         else if (!strcmp(argv[i], "--lab-small")) lab_small = 1;
         else if (!strcmp(argv[i], "--lab-glu")) lab_glu_only = 1;
+        else if (!strcmp(argv[i], "--lab-attn")) lab_attn_only = 1;
         else if (!strcmp(argv[i], "--lab-gemm") && i + 4 < argc)
             for (int k = 0; k < 4; k++) one[k] = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--seed N] [--no-lab] [--quick] [--lab-small] [--lab-glu] "
-                            "[--lab-gemm VARIANT M N K]\n", argv[0]);
+                            "[--lab-attn] [--lab-gemm VARIANT M N K]\n", argv[0]);
             return 2;
         }
     }
@@ -1154,6 +1155,10 @@ int main(int argc, char **argv) {
     flint_cuda_gemm_scratch_bind(NULL, gemm_scratch, gemm_scratch_bytes);
     if (one[0] >= 0) { /* one GEMM variant at one shape (for a profiler) */
         lab_gemm_one(one[0], one[1], one[2], one[3]);
+        return 0;
+    }
+    if (lab_attn_only) { /* the attention lab alone */
+        lab_attention();
         return 0;
     }
     if (lab_glu_only) { /* the gate-up GEMM with and without the fused SwiGLU */
