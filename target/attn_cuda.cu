@@ -214,6 +214,40 @@ static __device__ __forceinline__ void tc_load_tile(uint16_t *hi, uint16_t *lo, 
     }
 }
 
+/* A causal chunk's K and V tiles (cache rows, or zeros past the group's context; no block rows),
+ * each a commit group, K first. Each thread reads its pieces' offsets once for both tiles and
+ * branches once a piece (ncu, session 23: tc_load_tile's per-piece offset loads, 64-bit tests and
+ * three-way branches were ~28% of the fused kernel's instructions). Same bytes as tc_load_tile.
+ * Used by the split kernel only: batch 8 verify 8.24 -> 8.06 ms, decode 5.26 -> 5.20; in the fused
+ * kernel it changed nothing or cost ~0.3% (batch 64 verify 29.80 / 29.87 -> 29.86 / 30.01). */
+static __device__ __forceinline__ void tc_load_kv(uint16_t *Ks, uint16_t *Vs, const uint16_t *kc, const uint16_t *vc,
+                                                  const long long *pos_off, int hd, int kst) {
+    const int h8 = hd >> 3, np = hd >> 4; /* pieces a thread per tile: ATTN_CHUNK * h8 / TC_THREADS */
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    long long off[FLINT_CUDA_ATTN_MAX_HEAD_DIM / 16];
+    int so[FLINT_CUDA_ATTN_MAX_HEAD_DIM / 16];
+#pragma unroll
+    for (int i = 0; i < FLINT_CUDA_ATTN_MAX_HEAD_DIM / 16; i++) {
+        if (i >= np) break;
+        const int idx = threadIdx.x + TC_THREADS * i, pp = idx / h8, d = (idx - pp * h8) * 8;
+        const long long o = pos_off[pp];
+        off[i] = o >= 0 ? o + d : -1;
+        so[i] = pp * kst + d;
+    }
+#pragma unroll
+    for (int v = 0; v < 2; v++) { /* K, then V */
+        uint16_t *dst = v ? Vs : Ks;
+        const uint16_t *src = v ? vc : kc;
+#pragma unroll
+        for (int i = 0; i < FLINT_CUDA_ATTN_MAX_HEAD_DIM / 16; i++) {
+            if (i >= np) break;
+            if (off[i] >= 0) cp_async16(dst + so[i], src + off[i]);
+            else *(uint4 *)(dst + so[i]) = zero;
+        }
+        cp_async_commit();
+    }
+}
+
 /* The launch's share of a->l2_prefetch (16-byte aligned, a multiple of 16) pulled into L2: 4 KB
  * pieces dealt round-robin over the CTAs and their threads, one bulk prefetch each (no registers,
  * no shared memory, nothing waits for it; weights, which no kernel writes: no pdl_wait). At batch
@@ -324,7 +358,7 @@ static __device__ __forceinline__ void tc_mma_k16(float acc[TC_MT][2][4], const 
  * the score loop's instructions, and the kernel at batch 64 was bound by its instruction stream,
  * not by HBM); the others with the run-time count. */
 static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const tc_args &x, const int FUSED, const int hd,
-                                                const int blk, const int n_mt, uint16_t *Ks, uint16_t *Kl, uint16_t *Vs,
+                                                const int CAUSAL, const int blk, const int n_mt, uint16_t *Ks, uint16_t *Kl, uint16_t *Vs,
                                                 uint16_t *Vl, uint16_t *Ph, uint16_t *Pl, uint16_t *Qh, uint16_t *Ql,
                                                 float (*red_m)[TC_NQ], float (*red_l)[TC_NQ], float2 *mg_ab, float *mg_L,
                                                 long long *pos_off,
@@ -366,10 +400,14 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
 
         /* 2. K, then V, in flight together; on a group's first chunk its Q meanwhile; wait for
          * K (and Q) only */
-        tc_load_tile(Ks, Kl, a.k_cache, a.blk_k, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
-        cp_async_commit();
-        tc_load_tile(Vs, Vl, a.v_cache, a.blk_v, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
-        cp_async_commit();
+        if (CAUSAL && !FUSED) { /* the split kernel in a causal build (no block rows) */
+            tc_load_kv(Ks, Vs, a.k_cache, a.v_cache, pos_off, hd, kst);
+        } else {
+            tc_load_tile(Ks, Kl, a.k_cache, a.blk_k, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
+            cp_async_commit();
+            tc_load_tile(Vs, Vl, a.v_cache, a.blk_v, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
+            cp_async_commit();
+        }
         if (c == split) { /* Q of the group's slots as hi/lo bf16, zeros for padding slots (the
                            * last readers of the previous group's Q passed the chunk-end barrier) */
 #pragma unroll 2
@@ -686,7 +724,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
          * chunks each, and there the specialised code was slower in the forward (ncu, batch 8,
          * session 23: 41.4 -> 44.0 us a layer at q 8, K/V from HBM), so it keeps the run-time count */
 #define TC_GROUP(NMT)                                                                                              \
-    tc_group(a, x, FUSED, hd, blk, NMT, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, red_m, red_l, mg_ab, mg_L, pos_off, kvh, split, \
+    tc_group(a, x, FUSED, hd, !BLK, blk, NMT, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, red_m, red_l, mg_ab, mg_L, pos_off, kvh, split, \
              r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, js)
         if (!FUSED || BLK) TC_GROUP(n_mt); /* (block mode: the 4-tile copy spilled registers) */
         else if (n_mt == 1) TC_GROUP(1);
