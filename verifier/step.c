@@ -104,6 +104,18 @@ static int prefill(flint_engine *e, flint_err *err) {
 
 /* Draft length for a running session this step: the engine's K, capped by the request, by the
  * tokens it may still emit (a step emits k + 1) and by the context. */
+/* One drafting step of a request into statistics: k drafts, a accepted, kept emitted (the host
+ * runs this twice per drafting request per step: a few counters, not a whole-struct add). */
+static void stats_record(flint_spec_stats *x, int k, int a, int kept) {
+    x->steps++;
+    x->draft_tokens += k;
+    x->accepted += a;
+    x->emitted += kept;
+    x->hist[a]++;
+    for (int j = 0; j < a; j++) x->accepted_per_pos[j]++;
+    for (int j = 0; j < k; j++) x->drafted_per_pos[j]++;
+}
+
 static int draft_len(const flint_engine *e, const session *s, int k_step) {
     if (!e->dft || !s->p.speculative) return 0;
     int k = k_step;
@@ -279,17 +291,9 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         if (e->o.dynamic_draft && k_step > 0 && s->p.speculative && (!probe || k > 0))
             flint_engine_observe_acceptance(e, s->di >= 0 ? e->dreqs[s->di].n_draft : 0, k, acc);
         if (k > 0) {
-            int a = kept < acc ? kept : acc; /* drafts accepted up to a stop condition */
-            flint_spec_stats st = {0};
-            st.steps = 1;
-            st.draft_tokens = k;
-            st.accepted = a;
-            st.emitted = kept;
-            st.hist[a] = 1;
-            for (int j = 0; j < a; j++) st.accepted_per_pos[j] = 1;
-            for (int j = 0; j < k; j++) st.drafted_per_pos[j] = 1;
-            flint_spec_stats_add(&s->stats, &st);
-            flint_spec_stats_add(&e->pooled, &st);
+            const int a = kept < acc ? kept : acc; /* drafts accepted up to a stop condition */
+            stats_record(&s->stats, k, a, kept);
+            stats_record(&e->pooled, k, a, kept);
         }
         if (s->finish == FLINT_FINISH_NONE) {
             /* commit: rows [anchor, x_1..x_acc] become context (the one-graph step has encoded
