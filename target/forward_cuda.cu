@@ -75,6 +75,11 @@ struct flint_target_cuda {
     /* host staging, sized at init (max_rows rows, tables for max_rows + 1 sequences): the caller's
      * sequence of each renumbered one, and how many of its table's entries are staged */
     int32_t *h_seq_map, *h_need;
+    /* the slot of each caller sequence id < slot_cap in this call: h_slot[sq] is valid when
+     * h_slot_gen[sq] == stage_gen (a stamp per call, so nothing is cleared between calls) */
+    int32_t *h_slot;
+    uint32_t *h_slot_gen, stage_gen;
+    int slot_cap;
     /* tokens .. tables are one device block and h_in its pinned mirror with the same layout, so a
      * forward's batch travels in one copy; staged marks when that copy has left h_in (the next
      * forward may not overwrite it earlier, since a forward whose outputs stay on the device
@@ -419,6 +424,10 @@ int flint_target_cuda_init(flint_target *t, flint_err *err) {
     size_t R = (size_t)o->max_rows;
     g->h_seq_map = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
     g->h_need = (int32_t *)flint_xmalloc(sizeof(int32_t) * R);
+    g->slot_cap = (o->max_seqs > (int)R ? o->max_seqs : (int)R) + 1;
+    g->h_slot = (int32_t *)flint_xmalloc(sizeof(int32_t) * (size_t)g->slot_cap);
+    g->h_slot_gen = (uint32_t *)flint_xcalloc((size_t)g->slot_cap, sizeof(uint32_t));
+    g->stage_gen = 0;
     {
         unsigned char *d0 = (unsigned char *)g->tokens;
         const size_t in_bytes = (size_t)((unsigned char *)(g->tables + (R + 1) * (size_t)g->bt_stride) - d0);
@@ -463,6 +472,8 @@ void flint_target_cuda_free(flint_target *t) {
     free(g->layers);
     free(g->h_seq_map);
     free(g->h_need);
+    free(g->h_slot);
+    free(g->h_slot_gen);
     if (g->h_in) cudaFreeHost(g->h_in);
     if (g->staged) cudaEventDestroy(g->staged);
     free(g);
@@ -705,17 +716,29 @@ static int stage_batch(flint_target *t, struct flint_target_cuda *g, const flint
     int R = b->n_rows, bs = o->kv_block_size;
     int n_used = 0, max_ctx = 1;
     CUDA_OK(cudaEventSynchronize(g->staged), "forward (the previous batch upload)");
+    if (++g->stage_gen == 0) { /* the stamp wrapped: forget every old one */
+        memset(g->h_slot_gen, 0, sizeof(uint32_t) * (size_t)g->slot_cap);
+        g->stage_gen = 1;
+    }
     /* host time between two forwards is GPU idle time (issue #8: <= 30 us a step at batch 64): a
      * sequence's rows are adjacent (one search per sequence, not per row), and each table entry
      * is copied once, up to what its furthest row reads */
     for (int r = 0, sq_prev = -1, j = 0; r < R; r++) {
         const int sq = b->row_seq[r];
         if (sq != sq_prev) {
-            for (j = 0; j < n_used && g->h_seq_map[j] != sq; j++) {}
+            /* the sequence's slot: by the stamped map (ids below slot_cap), else a search */
+            if (sq < g->slot_cap) {
+                j = g->h_slot_gen[sq] == g->stage_gen ? g->h_slot[sq] : n_used;
+            } else {
+                for (j = 0; j < n_used && g->h_seq_map[j] != sq; j++) {}
+            }
             if (j == n_used) {
                 g->h_seq_map[n_used++] = sq;
                 g->h_need[j] = 0;
-                memset(g->h_tables + (size_t)j * g->bt_stride, 0, sizeof(int32_t) * (size_t)g->bt_stride);
+                if (sq < g->slot_cap) g->h_slot[sq] = j, g->h_slot_gen[sq] = g->stage_gen;
+                /* no zeroing of the row past what its rows read: no kernel reads a table entry at
+                 * or past a sequence's furthest row's block (attention, KV store, the drafter's
+                 * encode) */
             }
             sq_prev = sq;
         }
