@@ -357,11 +357,11 @@ static __device__ __forceinline__ void tc_mma_k16(float acc[TC_MT][2][4], const 
  * run-time exits (ncu, session 23: the bound checks, branches and index arithmetic were ~80% of
  * the score loop's instructions, and the kernel at batch 64 was bound by its instruction stream,
  * not by HBM); the others with the run-time count. */
-static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const tc_args &x, const int FUSED, const int hd,
-                                                const int CAUSAL, const int blk, const int n_mt, uint16_t *Ks, uint16_t *Kl, uint16_t *Vs,
-                                                uint16_t *Vl, uint16_t *Ph, uint16_t *Pl, uint16_t *Qh, uint16_t *Ql,
-                                                float (*red_m)[TC_NQ], float (*red_l)[TC_NQ], float2 *mg_ab, float *mg_L,
-                                                long long *pos_off,
+static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const tc_args &x, const int FUSED,
+                                                const int hd, const int CAUSAL, const int blk, const int n_mt,
+                                                uint16_t *Ks, uint16_t *Kl, uint16_t *Vs, uint16_t *Vl, uint16_t *Ph,
+                                                uint16_t *Pl, uint16_t *Qh, uint16_t *Ql, float (*red_m)[TC_NQ],
+                                                float (*red_l)[TC_NQ], float2 *mg_ab, float *mg_L, long long *pos_off,
                                                 int kvh, int split, int r0, int seq, int p0, int n_cache, int Tmax,
                                                 int blk0, int nch, int n_slots, int js) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -724,8 +724,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
          * chunks each, and there the specialised code was slower in the forward (ncu, batch 8,
          * session 23: 41.4 -> 44.0 us a layer at q 8, K/V from HBM), so it keeps the run-time count */
 #define TC_GROUP(NMT)                                                                                              \
-    tc_group(a, x, FUSED, hd, !BLK, blk, NMT, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, red_m, red_l, mg_ab, mg_L, pos_off, kvh, split, \
-             r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, js)
+    tc_group(a, x, FUSED, hd, !BLK, blk, NMT, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, red_m, red_l, mg_ab, mg_L, pos_off,   \
+             kvh, split, r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, js)
         if (!FUSED || BLK) TC_GROUP(n_mt); /* (block mode: the 4-tile copy spilled registers) */
         else if (n_mt == 1) TC_GROUP(1);
         else if (n_mt == 2) TC_GROUP(2);
