@@ -102,8 +102,6 @@ static int prefill(flint_engine *e, flint_err *err) {
     return 0;
 }
 
-/* Draft length for a running session this step: the engine's K, capped by the request, by the
- * tokens it may still emit (a step emits k + 1) and by the context. */
 /* One drafting step of a request into statistics: k drafts, a accepted, kept emitted (the host
  * runs this twice per drafting request per step: a few counters, not a whole-struct add). */
 static void stats_record(flint_spec_stats *x, int k, int a, int kept) {
@@ -116,6 +114,8 @@ static void stats_record(flint_spec_stats *x, int k, int a, int kept) {
     for (int j = 0; j < k; j++) x->drafted_per_pos[j]++;
 }
 
+/* Draft length for a running session this step: the engine's K, capped by the request, by the
+ * tokens it may still emit (a step emits k + 1) and by the context. */
 static int draft_len(const flint_engine *e, const session *s, int k_step) {
     if (!e->dft || !s->p.speculative) return 0;
     int k = k_step;

@@ -1293,6 +1293,10 @@ int main(int argc, char **argv) {
         starts[ng] = 0, lens[ng++] = 150;
         for (int i = 0; i < 30; i++) starts[ng] = 3 + 9 * i, lens[ng++] = 1;
         for (int qq = 2; qq <= 7; qq++) starts[ng] = 100 + 30 * qq, lens[ng++] = qq;
+        /* runs whose first group has 13 rows (positions 3..15: 4 m tiles) and 11 rows (5..15: 3
+         * tiles), so that the fused kernel's copies for 3 and 4 tiles run too */
+        starts[ng] = 3, lens[ng++] = 20;
+        starts[ng] = 5, lens[ng++] = 12;
         test_attention_causal("qwen3-8b", 32, 8, 128, 16, ng, starts, lens);
     }
     {   /* a long prefill run from 0 (groups cut at multiples of 8, chunk edges 128 .. 512) beside
