@@ -1005,19 +1005,32 @@ static int attn_device(int *n_sm) {
 }
 
 /* Once per device: allow up to TC_SMEM_LIMIT of dynamic shared memory, and ask for the largest
- * shared-memory carveout so that two CTAs of ~109 KB (head_dim 128) fit on a multiprocessor. */
-static void attn_tc_allow_smem(int dev) {
-    static int done[ATTN_MAX_DEVICES];
-    if (done[dev]) return;
-    const void *k[] = {(const void *)attn_tc_kernel,          (const void *)attn_tc_fused_kernel,
-                       (const void *)attn_tc_kernel_d128,     (const void *)attn_tc_fused_kernel_d128,
-                       (const void *)attn_tc_blk_kernel_d128, (const void *)attn_tc_blk_fused_kernel_d128};
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        CUDA_CHECK(cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_LIMIT));
-        CUDA_CHECK(cudaFuncSetAttribute(k[i], cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        cudaSharedmemCarveoutMaxShared));
+ * shared-memory carveout so that two CTAs of ~109 KB (head_dim 128) fit on a multiprocessor.
+ * Returns how many CTAs with `smem` bytes of dynamic shared memory fit on a multiprocessor (1 or
+ * 2: the kernels' launch bounds allow two): the drafter block's K/V hi and lo planes (~157 KB at
+ * head_dim 128) leave room for one, and the split heuristics below must not plan on two. */
+static int attn_tc_allow_smem(int dev, size_t smem) {
+    static int done[ATTN_MAX_DEVICES], sm_bytes[ATTN_MAX_DEVICES], static_bytes[ATTN_MAX_DEVICES];
+    if (!done[dev]) {
+        const void *k[] = {(const void *)attn_tc_kernel,          (const void *)attn_tc_fused_kernel,
+                           (const void *)attn_tc_kernel_d128,     (const void *)attn_tc_fused_kernel_d128,
+                           (const void *)attn_tc_blk_kernel_d128, (const void *)attn_tc_blk_fused_kernel_d128};
+        int st = 0, v = 0;
+        for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+            cudaFuncAttributes fa;
+            CUDA_CHECK(cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_LIMIT));
+            CUDA_CHECK(cudaFuncSetAttribute(k[i], cudaFuncAttributePreferredSharedMemoryCarveout,
+                                            cudaSharedmemCarveoutMaxShared));
+            CUDA_CHECK(cudaFuncGetAttributes(&fa, k[i]));
+            if ((int)fa.sharedSizeBytes > st) st = (int)fa.sharedSizeBytes;
+        }
+        CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+        sm_bytes[dev] = v;
+        static_bytes[dev] = st;
+        done[dev] = 1;
     }
-    done[dev] = 1;
+    const long per_cta = (long)smem + static_bytes[dev] + 1024; /* 1 KB a CTA: the runtime's */
+    return per_cta * 2 <= sm_bytes[dev] ? 2 : 1;
 }
 
 void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
@@ -1053,12 +1066,14 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         x.q_vec = (uintptr_t)a->q % 16 == 0 && a->ldq % 4 == 0;
         int n_sm = 1;
         const int dev = attn_device(&n_sm);
-        /* Splits. With at least ~1.5 CTAs per multiprocessor without splitting (2 fit at
-         * head_dim 128), one split: each CTA takes all chunks of its groups and merges them
-         * itself (fused, head_dim <= 128), no partials. Otherwise about 4 CTAs per
-         * multiprocessor in all, never more splits than chunks, evened out so that each split gets
-         * the same number of a max_ctx row's chunks (32 chunks over 9 splits would leave some
-         * with 4, some with 3). The arithmetic is the same either way. */
+        /* Splits. With at least ~3/4 of a wave of CTAs without splitting (per_sm CTAs fit on a
+         * multiprocessor: 2 at head_dim 128, 1 for the drafter block's planes), one split: each
+         * CTA takes all chunks of its groups and merges them itself (fused, head_dim <= 128), no
+         * partials. Otherwise about one wave in all (two waves measured slower in the step graph:
+         * qwen3-8b batch 8 verify 8.07 -> 7.97 ms, decode 5.16 -> 5.10, session 24), never more
+         * splits than chunks, evened out so that each split gets the same number of a max_ctx
+         * row's chunks (32 chunks over 9 splits would leave some with 4, some with 3). The
+         * arithmetic is the same either way. */
         /* Windows: a CTA takes the groups (a sequence's consecutive rows, cut as above) starting in
          * its window of rows; with one or two rows per sequence (decode) windows of 8 rows would
          * queue 8 sequences in one CTA, so the caller's rows_per_seq hint narrows them. Groups do
@@ -1067,9 +1082,11 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         if (!blk && a->rows_per_seq > 0)
             while (x.win > 1 && x.win / 2 >= a->rows_per_seq) x.win /= 2;
         const int windows = (a->n_rows + x.win - 1) / x.win;
-        const long per_split = (long)a->n_kv_heads * windows, target = 4L * n_sm;
+        const size_t smem = tc_smem_bytes(a->head_dim, blk, x.nq);
+        const long per_sm = attn_tc_allow_smem(dev, smem); /* CTAs resident on a multiprocessor */
+        const long per_split = (long)a->n_kv_heads * windows, target = per_sm * n_sm;
         long ns = (target + per_split - 1) / per_split;
-        if (2 * per_split >= 3L * n_sm) ns = 1;
+        if (4 * per_split >= 3L * per_sm * n_sm) ns = 1;
         if (ns > max_chunks) ns = max_chunks;
         if (ns < 1) ns = 1;
         const long per_cta = (max_chunks + ns - 1) / ns;
@@ -1078,16 +1095,17 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         /* Too few CTAs still (verify at batch 1: 8 KV heads x 9 chunks on 132 multiprocessors,
          * two fit on each): the m tiles of a group (its rows x G query slots, 16 a tile) go to ms
          * CTAs, each loading the chunk's K/V (the second read hits L2) and computing its tiles.
+         * (Doubling only while the CTAs fit one a multiprocessor, not per_sm: the verify bench at
+         * batch 1, q 8, took 4.70 -> 4.61 ms, but the speculative step's verify 4.75 -> 4.81;
+         * session 24 left it as it was.)
          * The group's rows come from the rows-per-sequence hint (or the block); a CTA left without
          * a tile ends at once. */
         x.ms = 1;
         if (!fused) {
             const int rows = blk ? (a->blk_rows < x.r_max ? a->blk_rows : x.r_max) : a->rows_per_seq;
             const int tiles = (rows * G + 15) / 16;
-            while (x.ms < tiles && per_split * x.ns * x.ms * 2 <= 2L * n_sm) x.ms *= 2;
+            while (x.ms < tiles && per_split * x.ns * x.ms * 2 <= per_sm * n_sm) x.ms *= 2;
         }
-        const size_t smem = tc_smem_bytes(a->head_dim, blk, x.nq);
-        attn_tc_allow_smem(dev);
         const int d128 = a->head_dim == 128; /* the same arithmetic, compiled for the shape */
         if (fused)
             FLINT_LAUNCH(!d128 ? attn_tc_fused_kernel : blk ? attn_tc_blk_fused_kernel_d128 : attn_tc_fused_kernel_d128,

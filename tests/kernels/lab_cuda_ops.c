@@ -234,6 +234,49 @@ void lab_attention(void) {
                 printf("%-8s %6d %4d %6d %6d %11.1f %8.0f %8.2f %11.1f\n", Q == 1 ? "decode" : "verify", B, Q, R, ctx,
                        us, bytes / us * 1e-3, us / (bytes / 4.3e6), us_h[0]);
             }
+    /* drafter blocks (block mode): batch x 8 rows, each block attending to its sequence's ctx cached
+     * positions and its own 8 rows (fp32 K/V, read from a separate buffer) */
+    {
+        const int B = 8, ld_blk = 2 * n_kv * hd, dbs[] = {1, 8, 64};
+        float *bkv;
+        CK(cudaMalloc((void **)&bkv, sizeof(float) * (size_t)max_b * B * ld_blk));
+        CK(cudaMemset(bkv, 0, sizeof(float) * (size_t)max_b * B * ld_blk));
+        for (int bi = 0; bi < 3; bi++) {
+            const int Bn = dbs[bi], R = Bn * B, ctx = 1024, sets = max_b / Bn;
+            for (int i = 0; i < Bn; i++)
+                for (int j = 0; j < B; j++) pos[i * B + j] = ctx + j;
+            for (int st = 0; st < sets; st++)
+                for (int i = 0; i < Bn; i++)
+                    for (int j = 0; j < B; j++) seq[st * R + i * B + j] = st * Bn + i;
+            CK(cudaMemcpy(dpos, pos, sizeof(int32_t) * R, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(dseq, seq, sizeof(int32_t) * R * sets, cudaMemcpyHostToDevice));
+            flint_cuda_attn b = a;
+            b.n_rows = R;
+            b.max_ctx = ctx + B;
+            b.rows_per_seq = 0;
+            b.blk_rows = B;
+            b.blk_k = bkv;
+            b.blk_v = bkv + n_kv * hd;
+            b.ld_blk = ld_blk;
+            for (int i = 0; i < 3; i++) {
+                b.row_seq = dseq + (size_t)(i % sets) * R;
+                flint_cuda_attention(&b, NULL);
+            }
+            CK(cudaEventRecord(e0, NULL));
+            for (int i = 0; i < reps; i++) {
+                b.row_seq = dseq + (size_t)(i % sets) * R;
+                flint_cuda_attention(&b, NULL);
+            }
+            CK(cudaEventRecord(e1, NULL));
+            CK(cudaEventSynchronize(e1));
+            float ms_total = 0;
+            CK(cudaEventElapsedTime(&ms_total, e0, e1));
+            const double us = 1000.0 * ms_total / reps, bytes = 2.0 * Bn * ctx * n_kv * hd * 2;
+            printf("%-8s %6d %4d %6d %6d %11.1f %8.0f %8.2f %11s\n", "draft", Bn, B, R, ctx, us, bytes / us * 1e-3,
+                   us / (bytes / 4.3e6), "-");
+        }
+        CK(cudaFree(bkv));
+    }
     /* prefill: rows 0..P-1 of one sequence; TFLOP/s counts q.k and p.v over the causal triangle */
     for (int pi = 0; pi < 2; pi++) {
         const int P = prefills[pi];
