@@ -581,15 +581,10 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
         a.max_ctx = k->ctx;
         a.scratch = g->attn_scratch;
         a.rows_per_seq = k->rows_per_seq;
-        if (R <= 16) {
-            /* at a few rows the attention (and the merge after it) leave HBM nearly idle for ~10 us:
-             * the O projection's weights (32 MB at qwen3-8b) come into L2 meanwhile. The GEMMs after
-             * the norms and SwiGLU already request ~16 KB a block before their wait, as much as
-             * those shorter windows hold; a prefetch from the norms (one CTA at a row: every piece
-             * through one multiprocessor) made batch 1 twice as slow (session 19). */
-            a.l2_prefetch = ly->wo;
-            a.l2_prefetch_bytes = flint_cuda_gemm_packed_elems(H, t->q_dim) * sizeof(uint16_t);
-        }
+        /* No L2 prefetch of the O projection's weights (flint_cuda_attn.l2_prefetch) here: its 32 MB
+         * at qwen3-8b queue ahead of the attention's own K/V reads, and without it batch 1 decode
+         * took 4.41 -> 4.34 ms, batch 8 5.15 -> 5.10, verify unchanged (session 24; session 19 had
+         * measured the opposite before the attention kernels got faster). The drafter keeps its. */
         flint_cuda_attention(&a, s);
         if (row_parallel(t, g, g->att, t->q_dim, ly->wo, R, err)) return -1;
         flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->mlp_norm, R, H, c->rms_norm_eps, s);
