@@ -196,24 +196,30 @@ void flint_drafter_cuda_markov_conf(uint16_t *e, int r, const uint16_t *w1, cons
 }
 
 #define BIAS_THREADS 256
-#define BIAS_REQS 32 /* requests per block at most: their e = W1[prev] in shared memory (32 r floats) */
+#define BIAS_REQS 32      /* requests per block at most: their e = W1[prev] in shared memory (32 r floats) */
+#define BIAS_STAGE_R 128  /* ranks up to this stage the block's W2 rows in shared memory */
 
 /* The Markov bias added in place: L[i][v] = L[i][v] + sum_j e_i[j] W2[v][j], e_i = W1[prev_i]
- * (bf16, widened exactly), W2 row-major [Vd][r]. Thread v reads W2's row v once (r / 8 16-byte
- * loads, L1 keeps it for the other requests of its block) and for each request sums j = 0..r-1
- * in order with fmaf, then adds the sum to L (the CPU's order: U + W2 e). The tensor-core GEMM
+ * (bf16, widened exactly), W2 row-major [Vd][r]. Thread v sums its row j = 0..r-1 in order with
+ * fmaf for each request, then adds the sum to L (the CPU's order: U + W2 e). The tensor-core GEMM
  * did this before: K = r = 64 left it 9496 tiny tiles at 36 us per Markov step at batch 1; this
- * is one pass over W2's 19 MB. Batch-invariant: a (request, v) sum depends on r alone. */
+ * is one pass over W2's 19 MB. Batch-invariant: a (request, v) sum depends on r alone.
+ * W2's rows: with 16-byte rows and r <= BIAS_STAGE_R the block's 256 rows come into shared memory
+ * first, as 16-byte copies that follow one another across the threads (a warp reading its own
+ * rows straight from global memory touched 32 lines an instruction: ~9000 L1 wavefronts a
+ * multiprocessor a Markov step at qwen3-8b), issued before the PDL wait since W2 is a weight; the
+ * row stride 2 r + 16 bytes keeps each quarter-warp's 16-byte reads on distinct banks. The values
+ * and the order of the sums are the same either way. */
 static __global__ void __launch_bounds__(BIAS_THREADS)
 markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
-                   const int32_t *prev_tok, int r, int Vd, int n_reqs, int reqs_per_block,
+                   const int32_t *prev_tok, int r, int Vd, int n_reqs, int reqs_per_block, int stage,
                    const flint_drafter_conf_args c) {
     pdl_trigger();
-    pdl_wait();
-    extern __shared__ float e_s[]; /* [reqs_per_block][r] */
+    extern __shared__ float e_s[]; /* [reqs_per_block][r], then (stage) the rows: [256][r + 8] bf16 */
     const int i0 = blockIdx.y * reqs_per_block, ni = min(reqs_per_block, n_reqs - i0);
     if (c.conf_w && (int)blockIdx.x >= (int)gridDim.x - reqs_per_block) { /* the extra columns: */
         __shared__ float part[CONF_THREADS / 32];                           /* a request's confidence */
+        pdl_wait();
         const int i = i0 + (int)blockIdx.x - ((int)gridDim.x - reqs_per_block);
         if (i < i0 + ni) {
             const int32_t prev = prev_tok ? prev_tok[i] : anchor[i];
@@ -222,20 +228,41 @@ markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, 
         }
         return;
     }
+    const int v0 = blockIdx.x * BIAS_THREADS, v = v0 + threadIdx.x, rs = r + 8; /* staged row stride */
+    uint16_t *w_s = (uint16_t *)(e_s + (size_t)reqs_per_block * r);
+    if (stage) {
+        const int per_row = r >> 3, n_rows = min(BIAS_THREADS, Vd - v0);
+        for (int q = threadIdx.x; q < n_rows * per_row; q += BIAS_THREADS) {
+            const int row = q / per_row, col = q - row * per_row;
+            const uint32_t dst = (uint32_t)__cvta_generic_to_shared(w_s + (size_t)row * rs + col * 8);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst),
+                         "l"(w2 + (size_t)(v0 + row) * r + col * 8)
+                         : "memory");
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    }
+    pdl_wait(); /* prev_tok and L come from the kernels before */
     for (int x = threadIdx.x; x < ni * r; x += BIAS_THREADS) {
         const int i = x / r, j = x - i * r;
         const int32_t prev = prev_tok ? prev_tok[i0 + i] : anchor[i0 + i];
         e_s[x] = bf2f(w1[(size_t)prev * r + j]);
     }
+    if (stage) asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
-    const int v = blockIdx.x * BIAS_THREADS + threadIdx.x;
     if (v >= Vd) return;
-    const uint16_t *wr = w2 + (size_t)v * r;
+    const uint16_t *wr = w2 + (size_t)v * r, *wsr = w_s + (size_t)threadIdx.x * rs;
     const int vec = (r & 7) == 0 && ((uintptr_t)w2 & 15) == 0;
     for (int i = 0; i < ni; i++) {
         const float *e = e_s + i * r;
         float acc = 0.0f;
-        if (vec) {
+        if (stage) {
+            for (int j = 0; j < r; j += 8) {
+                float w[8];
+                unpack8(w, *(const uint4 *)(wsr + j));
+#pragma unroll
+                for (int q = 0; q < 8; q++) acc = fmaf(e[j + q], w[q], acc);
+            }
+        } else if (vec) {
             for (int j = 0; j < r; j += 8) {
                 float w[8];
                 unpack8(w, __ldg((const uint4 *)(wr + j)));
@@ -266,11 +293,23 @@ void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, con
     const int n_vb = (Vd + BIAS_THREADS - 1) / BIAS_THREADS;
     int rpb = (int)(((long)n_reqs * n_vb) / 264);
     rpb = rpb < 1 ? 1 : rpb > BIAS_REQS ? BIAS_REQS : rpb;
+    const int stage = (r & 7) == 0 && ((uintptr_t)w2 & 15) == 0 && r <= BIAS_STAGE_R;
+    const size_t smem = sizeof(float) * rpb * (size_t)r + (stage ? sizeof(uint16_t) * BIAS_THREADS * (size_t)(r + 8) : 0);
+    static int smem_set[64]; /* once a device: the most any launch asks (a benign race) */
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    FLINT_ASSERT(dev >= 0 && dev < 64);
+    if (!smem_set[dev]) {
+        const size_t most = sizeof(float) * BIAS_REQS * 384 + sizeof(uint16_t) * BIAS_THREADS * (BIAS_STAGE_R + 8);
+        CUDA_CHECK(cudaFuncSetAttribute((const void *)markov_bias_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)most));
+        smem_set[dev] = 1;
+    }
     /* with the confidence head: rpb more block columns, one per request of the row, computing its
      * confidence (markov_conf_kernel's arithmetic) beside the bias: one launch fewer a Markov step */
     const dim3 grid((unsigned)(n_vb + (c.conf_w ? rpb : 0)), (unsigned)((n_reqs + rpb - 1) / rpb));
-    FLINT_LAUNCH(markov_bias_kernel, grid, BIAS_THREADS, sizeof(float) * rpb * (size_t)r, (cudaStream_t)s, L, ld,
-                 w2, w1, anchor, prev_tok, r, Vd, n_reqs, rpb, c);
+    FLINT_LAUNCH(markov_bias_kernel, grid, BIAS_THREADS, smem, (cudaStream_t)s, L, ld, w2, w1, anchor, prev_tok, r,
+                 Vd, n_reqs, rpb, stage, c);
     launch_check("markov_bias");
 }
 
