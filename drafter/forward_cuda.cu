@@ -294,7 +294,8 @@ void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, con
     int rpb = (int)(((long)n_reqs * n_vb) / 264);
     rpb = rpb < 1 ? 1 : rpb > BIAS_REQS ? BIAS_REQS : rpb;
     const int stage = (r & 7) == 0 && ((uintptr_t)w2 & 15) == 0 && r <= BIAS_STAGE_R;
-    const size_t smem = sizeof(float) * rpb * (size_t)r + (stage ? sizeof(uint16_t) * BIAS_THREADS * (size_t)(r + 8) : 0);
+    const size_t smem =
+        sizeof(float) * rpb * (size_t)r + (stage ? sizeof(uint16_t) * BIAS_THREADS * (size_t)(r + 8) : 0);
     static int smem_set[64]; /* once a device: the most any launch asks (a benign race) */
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));

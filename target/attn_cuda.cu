@@ -127,6 +127,7 @@ typedef struct {
     int r_max, u;   /* rows per group at most; the cut unit */
     int win;        /* rows per window, 1..TC_WIN (speed only: groups do not depend on it) */
     int q_vec;      /* q and ldq allow 16-byte loads */
+    int lo_rows;    /* block mode: rows of the K and V lo planes (tc_lo_rows); 0 causal */
     float scale;
 } tc_args;
 
@@ -182,25 +183,28 @@ static __device__ __forceinline__ void split8(const float v[8], uint4 *hi, uint4
     split_pair(v[6], v[7], &hi->w, &lo->w);
 }
 
-/* A chunk's K (or V) tile into shared memory, [C][kst] bf16: cache positions by cp.async (and
- * zeros in the lo tile), block positions (fp32) split into the hi and lo tiles, positions past the
- * group's context zeros. pos_off: per position, the cache element offset (>= 0), -1 (zeros) or
- * -2 - the block row. lo_on: the chunk holds block positions (the lo tile is read). */
+/* A chunk's K (or V) tile into shared memory, [C][kst] bf16: cache positions by cp.async, block
+ * positions (fp32) split into the hi and lo tiles, positions past the group's context zeros.
+ * pos_off: per position, the cache element offset (>= 0), -1 (zeros) or -2 - the block row. The lo
+ * tile holds only the lo_rows positions from lo_base (the k16 steps that can hold block positions,
+ * tc_lo_rows; zeros where a cache position or the context's end falls among them); lo_on: the
+ * chunk holds block positions. */
 static __device__ __forceinline__ void tc_load_tile(uint16_t *hi, uint16_t *lo, const uint16_t *cache,
                                                     const float *blk, int ld_blk, const long long *pos_off, int kvh,
-                                                    int hd, int kst, int lo_on) {
+                                                    int hd, int kst, int lo_on, int lo_base, int lo_rows) {
     const int h8 = hd >> 3;
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     for (int idx = threadIdx.x; idx < ATTN_CHUNK * h8; idx += TC_THREADS) {
         const int pp = idx / h8, d = (idx - pp * h8) * 8;
+        const int lw = lo_on && (lo_rows == ATTN_CHUNK || (unsigned)(pp - lo_base) < (unsigned)lo_rows);
         const long long off = pos_off[pp];
-        uint16_t *dh = hi + pp * kst + d, *dl = lo + pp * kst + d;
+        uint16_t *dh = hi + pp * kst + d, *dl = lo + (pp - lo_base) * kst + d;
         if (off >= 0) {
             cp_async16(dh, cache + off + d);
-            if (lo_on) *(uint4 *)dl = zero;
+            if (lw) *(uint4 *)dl = zero;
         } else if (off == -1) {
             *(uint4 *)dh = zero;
-            if (lo_on) *(uint4 *)dl = zero;
+            if (lw) *(uint4 *)dl = zero;
         } else {
             const float *src = blk + (size_t)(-2 - off) * ld_blk + (size_t)kvh * hd + d;
             float v[8];
@@ -359,6 +363,7 @@ static __device__ __forceinline__ void tc_mma_k16(float acc[TC_MT][2][4], const 
  * not by HBM); the others with the run-time count. */
 static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const tc_args &x, const int FUSED,
                                                 const int hd, const int CAUSAL, const int blk, const int n_mt,
+                                                const int LOWIN,
                                                 uint16_t *Ks, uint16_t *Kl, uint16_t *Vs, uint16_t *Vl, uint16_t *Ph,
                                                 uint16_t *Pl, uint16_t *Qh, uint16_t *Ql, float (*red_m)[TC_NQ],
                                                 float (*red_l)[TC_NQ], float2 *mg_ab, float *mg_L, long long *pos_off,
@@ -378,6 +383,10 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
     for (int c = split; c < nch; c += x.ns) {
         const int t0 = c * ATTN_CHUNK;
         const int bchunk = blk && t0 + ATTN_CHUNK > n_cache; /* holds block positions (fp32 K/V) */
+        /* the lo planes' rows: x.lo_rows positions from the k16 step of the chunk's first block
+         * position (outside them the lo values are zeros: the MMA takes zero fragments, as before) */
+        const int lo_rows = LOWIN ? x.lo_rows : ATTN_CHUNK; /* LOWIN 0: whole-chunk planes, lo_base 0 */
+        const int lo_base = LOWIN && bchunk ? (max(n_cache - t0, 0) >> 4) << 4 : 0;
 
         /* 1. where each position's K/V row is (the block-table loads need no wait: the tables
          * are uploaded before a forward's first kernel) */
@@ -403,9 +412,9 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
         if (CAUSAL && !FUSED) { /* the split kernel in a causal build (no block rows) */
             tc_load_kv(Ks, Vs, a.k_cache, a.v_cache, pos_off, hd, kst);
         } else {
-            tc_load_tile(Ks, Kl, a.k_cache, a.blk_k, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
+            tc_load_tile(Ks, Kl, a.k_cache, a.blk_k, a.ld_blk, pos_off, kvh, hd, kst, bchunk, lo_base, lo_rows);
             cp_async_commit();
-            tc_load_tile(Vs, Vl, a.v_cache, a.blk_v, a.ld_blk, pos_off, kvh, hd, kst, bchunk);
+            tc_load_tile(Vs, Vl, a.v_cache, a.blk_v, a.ld_blk, pos_off, kvh, hd, kst, bchunk, lo_base, lo_rows);
             cp_async_commit();
         }
         if (c == split) { /* Q of the group's slots as hi/lo bf16, zeros for padding slots (the
@@ -446,7 +455,8 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
             uint32_t kb[2][2], kl[2][2];
             const int kcol = 16 * s + (mi & 1) * 8;
             const int krow = warp * 16 + (mi >> 1) * 8 + rr; /* n tiles 0, 1: positions 16w + 8 (mi >> 1) + rr */
-            tc_ldsm_b(kb, kl, Ks + krow * kst + kcol, Kl + krow * kst + kcol, 0, bchunk);
+            const int lw = LOWIN ? bchunk && (unsigned)(warp * 16 - lo_base) < (unsigned)lo_rows : bchunk;
+            tc_ldsm_b(kb, kl, Ks + krow * kst + kcol, Kl + (krow - lo_base) * kst + kcol, 0, lw);
             tc_mma_k16(acc, Qh, Ql, kst, 16 * s, kb, kl, bchunk, n_mt);
         }
 
@@ -532,7 +542,8 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
                 uint32_t vb[2][2], vl[2][2];
                 const int vrow = 16 * ks + (mi & 1) * 8 + rr;
                 const int vcol = 16 * pb + (mi >> 1) * 8; /* n tiles 0, 1: dims 16 pb + 8 (mi >> 1) */
-                tc_ldsm_b(vb, vl, Vs + vrow * kst + vcol, Vl + vrow * kst + vcol, 1, bchunk);
+                const int lw = LOWIN ? bchunk && (unsigned)(16 * ks - lo_base) < (unsigned)lo_rows : bchunk;
+                tc_ldsm_b(vb, vl, Vs + vrow * kst + vcol, Vl + (vrow - lo_base) * kst + vcol, 1, lw);
                 tc_mma_k16(o, Ph, Pl, TC_PST, 16 * ks, vb, vl, bchunk, n_mt);
             }
 #pragma unroll
@@ -633,7 +644,7 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
     /* Shared memory: [K hi | K lo] (P hi | P lo reuse it once the scores are done), [V hi | V lo],
      * [Q hi | Q lo]. Row strides kst = hd + 8 and TC_PST are odd multiples of 16 bytes, so the 8
      * rows of an ldmatrix hit distinct banks. */
-    const size_t kv_elems = (size_t)ATTN_CHUNK * kst * (blk ? 2 : 1);
+    const size_t kv_elems = (size_t)(ATTN_CHUNK + (blk ? x.lo_rows : 0)) * kst;
     const size_t p_elems = (size_t)2 * x.nq * TC_PST;
     uint16_t *Ks = (uint16_t *)tc_smem, *Kl = Ks + (size_t)ATTN_CHUNK * kst;
     uint16_t *Ph = Ks, *Pl = Ks + (size_t)x.nq * TC_PST;
@@ -724,8 +735,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
          * chunks each, and there the specialised code was slower in the forward (ncu, batch 8,
          * session 23: 41.4 -> 44.0 us a layer at q 8, K/V from HBM), so it keeps the run-time count */
 #define TC_GROUP(NMT)                                                                                              \
-    tc_group(a, x, FUSED, hd, !BLK, blk, NMT, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, red_m, red_l, mg_ab, mg_L, pos_off,   \
-             kvh, split, r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, js)
+    tc_group(a, x, FUSED, hd, !BLK, blk, NMT, HD == 128, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, red_m, red_l, mg_ab, mg_L,   \
+             pos_off, kvh, split, r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, js)
         if (!FUSED || BLK) TC_GROUP(n_mt); /* (block mode: the 4-tile copy spilled registers) */
         else if (n_mt == 1) TC_GROUP(1);
         else if (n_mt == 2) TC_GROUP(2);
@@ -751,9 +762,22 @@ TC_KERNEL(attn_tc_blk_kernel_d128, 0, 128, 1)
 TC_KERNEL(attn_tc_blk_fused_kernel_d128, 1, 128, 1)
 #undef TC_KERNEL
 
+/* Rows of the K and V lo planes for drafter blocks of B rows: the k16 steps a run of B positions
+ * can touch in a chunk (B <= 17: two, so 32 rows instead of a whole chunk's 128, and two CTAs fit
+ * on a multiprocessor at head_dim 128, not one: qwen3-8b drafter, lab, batch 8 53 -> 39 us a
+ * layer, batch 64 260 -> 170; draft phase batch 8 1.87 -> 1.79 ms, batch 64 7.89 -> 7.44, batch 1
+ * 0.996 -> 1.016, session 24); 0 for causal launches. Only the head_dim-128 kernels (compiled with
+ * the window; the generic kernel spilled registers with it) take the window. */
+static int tc_lo_rows(int blk_rows, int hd) {
+    if (blk_rows <= 0) return 0;
+    if (hd != 128) return ATTN_CHUNK;
+    const int steps = (blk_rows + 14) / 16 + 1;
+    return 16 * (steps < ATTN_CHUNK / 16 ? steps : ATTN_CHUNK / 16);
+}
+
 /* Dynamic shared memory of attn_tc_kernel for nq query slots. */
-static size_t tc_smem_bytes(int hd, int blk, int nq) {
-    const size_t kst = (size_t)hd + 8, kv = (size_t)ATTN_CHUNK * kst * 2 * (blk ? 2 : 1);
+static size_t tc_smem_bytes(int hd, int lo_rows, int nq) {
+    const size_t kst = (size_t)hd + 8, kv = (size_t)(ATTN_CHUNK + lo_rows) * kst * 2;
     const size_t p = (size_t)2 * nq * TC_PST * 2, q = (size_t)2 * nq * kst * 2;
     return (kv > p ? kv : p) + kv + q;
 }
@@ -1052,7 +1076,8 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
     const int G = a->n_heads / a->n_kv_heads, blk = a->blk_rows > 0;
     /* The path depends on the shape and the mode only (never on n_rows), so a row takes the same
      * path alone or in any batch. */
-    const int fast = a->head_dim % 16 == 0 && tc_smem_bytes(a->head_dim, blk, TC_NQ) <= TC_SMEM_LIMIT;
+    const int lo_rows = tc_lo_rows(a->blk_rows, a->head_dim);
+    const int fast = a->head_dim % 16 == 0 && tc_smem_bytes(a->head_dim, lo_rows, TC_NQ) <= TC_SMEM_LIMIT;
     int fused = 0;
     if (fast) {
         tc_args x;
@@ -1082,7 +1107,8 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         if (!blk && a->rows_per_seq > 0)
             while (x.win > 1 && x.win / 2 >= a->rows_per_seq) x.win /= 2;
         const int windows = (a->n_rows + x.win - 1) / x.win;
-        const size_t smem = tc_smem_bytes(a->head_dim, blk, x.nq);
+        x.lo_rows = lo_rows;
+        const size_t smem = tc_smem_bytes(a->head_dim, lo_rows, x.nq);
         const long per_sm = attn_tc_allow_smem(dev, smem); /* CTAs resident on a multiprocessor */
         const long per_split = (long)a->n_kv_heads * windows, target = per_sm * n_sm;
         long ns = (target + per_split - 1) / per_split;
@@ -1095,9 +1121,9 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         /* Too few CTAs still (verify at batch 1: 8 KV heads x 9 chunks on 132 multiprocessors,
          * two fit on each): the m tiles of a group (its rows x G query slots, 16 a tile) go to ms
          * CTAs, each loading the chunk's K/V (the second read hits L2) and computing its tiles.
-         * (Doubling only while the CTAs fit one a multiprocessor, not per_sm: the verify bench at
-         * batch 1, q 8, took 4.70 -> 4.61 ms, but the speculative step's verify 4.75 -> 4.81;
-         * session 24 left it as it was.)
+         * (Doubling only while the CTAs fit one a multiprocessor gave the verify bench at batch 1,
+         * q 8 4.70 -> 4.61 ms but the speculative step's verify 4.75 -> 4.81, and left the drafter's
+         * blocks as they were: session 24 kept per_sm.)
          * The group's rows come from the rows-per-sequence hint (or the block); a CTA left without
          * a tile ends at once. */
         x.ms = 1;
