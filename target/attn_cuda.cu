@@ -256,7 +256,9 @@ static __device__ __forceinline__ void tc_load_kv(uint16_t *Ks, uint16_t *Vs, co
  * pieces dealt round-robin over the CTAs and their threads, one bulk prefetch each (no registers,
  * no shared memory, nothing waits for it; weights, which no kernel writes: no pdl_wait). At batch
  * 1 the attention reads ~4 MB in ~9 us, so the next GEMM's 32 MB of weights arrive meanwhile
- * (session 19). */
+ * (session 19). The drafter's forward asks for it; the target's no longer does (session 24: the
+ * prefetch went ahead of the attention's own K/V reads, and batch 1 decode was 1.7% faster
+ * without it). */
 static __device__ __forceinline__ void attn_l2_prefetch(const flint_cuda_attn *a) {
     if (!a->l2_prefetch || !a->l2_prefetch_bytes) return;
     const size_t n_cta = (size_t)gridDim.x * gridDim.y * gridDim.z;
