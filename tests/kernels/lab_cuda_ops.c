@@ -138,6 +138,26 @@ void lab_gemm_small(void) {
     flint_cuda_gemm_configure(1, 1); /* the default */
 }
 
+/* us per launch of a->n_rows rows after 3 warm-up launches, the launches rotating over `sets`
+ * row-to-sequence maps (dseq + set * n_rows) so that a small batch's K/V is not still in L2. */
+static double time_attention(flint_cuda_attn *a, const int32_t *dseq, int sets, int reps, cudaEvent_t e0,
+                             cudaEvent_t e1) {
+    for (int i = 0; i < 3; i++) {
+        a->row_seq = dseq + (size_t)(i % sets) * a->n_rows;
+        flint_cuda_attention(a, NULL);
+    }
+    CK(cudaEventRecord(e0, NULL));
+    for (int i = 0; i < reps; i++) {
+        a->row_seq = dseq + (size_t)(i % sets) * a->n_rows;
+        flint_cuda_attention(a, NULL);
+    }
+    CK(cudaEventRecord(e1, NULL));
+    CK(cudaEventSynchronize(e1));
+    float ms_total = 0;
+    CK(cudaEventElapsedTime(&ms_total, e0, e1));
+    return 1000.0 * ms_total / reps;
+}
+
 /* Attention at qwen3-8b's shape (32 q heads, 8 KV heads, d 128, paged blocks of 16 at shuffled
  * places), one layer: batch x q rows at contexts 1024 and 4096 (decode q = 1; verify q = 8, the 8
  * rows consecutive in one sequence), then a prefill run of one sequence. The floor counts the K/V
@@ -214,20 +234,7 @@ void lab_attention(void) {
                 double us_h[2];
                 for (int hint = 0; hint < 2; hint++) { /* no window hint, then the forward's (rows per sequence) */
                     a.rows_per_seq = hint ? Q : 0;
-                    for (int i = 0; i < 3; i++) {
-                        a.row_seq = dseq + (size_t)(i % sets) * R;
-                        flint_cuda_attention(&a, NULL);
-                    }
-                    CK(cudaEventRecord(e0, NULL));
-                    for (int i = 0; i < reps; i++) {
-                        a.row_seq = dseq + (size_t)(i % sets) * R;
-                        flint_cuda_attention(&a, NULL);
-                    }
-                    CK(cudaEventRecord(e1, NULL));
-                    CK(cudaEventSynchronize(e1));
-                    float ms_total = 0;
-                    CK(cudaEventElapsedTime(&ms_total, e0, e1));
-                    us_h[hint] = 1000.0 * ms_total / reps;
+                    us_h[hint] = time_attention(&a, dseq, sets, reps, e0, e1);
                 }
                 a.rows_per_seq = 0;
                 const double us = us_h[1], bytes = 2.0 * B * ctx * n_kv * hd * 2;
@@ -258,20 +265,7 @@ void lab_attention(void) {
             b.blk_k = bkv;
             b.blk_v = bkv + n_kv * hd;
             b.ld_blk = ld_blk;
-            for (int i = 0; i < 3; i++) {
-                b.row_seq = dseq + (size_t)(i % sets) * R;
-                flint_cuda_attention(&b, NULL);
-            }
-            CK(cudaEventRecord(e0, NULL));
-            for (int i = 0; i < reps; i++) {
-                b.row_seq = dseq + (size_t)(i % sets) * R;
-                flint_cuda_attention(&b, NULL);
-            }
-            CK(cudaEventRecord(e1, NULL));
-            CK(cudaEventSynchronize(e1));
-            float ms_total = 0;
-            CK(cudaEventElapsedTime(&ms_total, e0, e1));
-            const double us = 1000.0 * ms_total / reps, bytes = 2.0 * Bn * ctx * n_kv * hd * 2;
+            const double us = time_attention(&b, dseq, sets, reps, e0, e1), bytes = 2.0 * Bn * ctx * n_kv * hd * 2;
             printf("%-8s %6d %4d %6d %6d %11.1f %8.0f %8.2f %11s\n", "draft", Bn, B, R, ctx, us, bytes / us * 1e-3,
                    us / (bytes / 4.3e6), "-");
         }
