@@ -5,7 +5,7 @@
 #   libutf8proc-dev  NFC normalisation for tokenizers
 #   libxxhash-dev    prefix-cache block hashes
 #   libevent-dev     the HTTP server
-#   python3          fixture scripts and the GPT-2 tokenizer converter used by tests
+#   python3          fixture scripts and the GPT-2 tokenizer converter used by tests (+ numpy below)
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -22,4 +22,10 @@ $SUDO apt-get install -y -qq --no-install-recommends librsvg2-bin >/dev/null || 
 $SUDO apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev curl python3-pip >/dev/null
 if ! python3 -c "import openai" 2>/dev/null; then
   python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai
+fi
+# numpy: tools/make_random_drafter.py writes the random drafters the server and eval tests load
+# (Debian's python3-numpy for /usr/bin/python3; pip when the python3 on PATH is another one)
+$SUDO apt-get install -y -qq --no-install-recommends python3-numpy >/dev/null || echo "flint: python3-numpy not installed"
+if ! python3 -c "import numpy" 2>/dev/null; then
+  python3 -m pip install -q numpy 2>/dev/null || python3 -m pip install -q --break-system-packages numpy
 fi
