@@ -5,7 +5,7 @@
 #   libutf8proc-dev  NFC normalisation for tokenizers
 #   libxxhash-dev    prefix-cache block hashes
 #   libevent-dev     the HTTP server
-#   python3          fixture scripts and the GPT-2 tokenizer converter used by tests (+ numpy below)
+#   python3          fixture scripts and the GPT-2 tokenizer converter used by tests (+ numpy, safetensors below)
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -23,9 +23,12 @@ $SUDO apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev cu
 if ! python3 -c "import openai" 2>/dev/null; then
   python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai
 fi
-# numpy: tools/make_random_drafter.py writes the random drafters the server and eval tests load
-# (Debian's python3-numpy for /usr/bin/python3; pip when the python3 on PATH is another one)
+# numpy and safetensors: tools/make_random_drafter.py writes the random drafters the server and
+# eval tests load (Debian's python3-numpy for /usr/bin/python3; pip for safetensors, which Debian
+# does not package, and for both when the python3 on PATH is another interpreter)
 $SUDO apt-get install -y -qq --no-install-recommends python3-numpy >/dev/null || echo "flint: python3-numpy not installed"
-if ! python3 -c "import numpy" 2>/dev/null; then
-  python3 -m pip install -q numpy 2>/dev/null || python3 -m pip install -q --break-system-packages numpy
-fi
+for mod in numpy safetensors; do
+  if ! python3 -c "import $mod" 2>/dev/null; then
+    python3 -m pip install -q "$mod" 2>/dev/null || python3 -m pip install -q --break-system-packages "$mod"
+  fi
+done
