@@ -61,6 +61,29 @@ static void encode_prompt(flint_drafter *d, const int32_t *bt, int seq_index) {
     bad.taps_device = taps;
     CHECKF(flint_drafter_encode(d, &bad, &err) == -1 && err.code == FLINT_ERR_INVALID,
            "device taps given to the CPU drafter: %s", err.msg);
+    /* a table entry outside the pool (8 blocks: 2 sequences x 64 tokens / 16) in the block only the
+     * last rows read: found, though each sequence's table is checked once, up to its furthest row;
+     * and with the rows of two sequences interleaved (each switch checks from the start again) */
+    if (n > 16) {
+        int32_t badt[4];
+        for (int k = 0; k < 4; k++) badt[k] = bt[k];
+        badt[(n - 1) / 16] = 8;
+        const int32_t *badone[2] = {badt, bt};
+        bad = cb;
+        bad.block_tables = badone;
+        err = (flint_err){0};
+        CHECKF(flint_drafter_encode(d, &bad, &err) == -1 && err.code == FLINT_ERR_INVALID &&
+                   strstr(err.msg, "outside the pool"),
+               "a bad entry in the last rows' block: %s", err.msg);
+        int32_t rs2[64];
+        for (int i = 0; i < n; i++) rs2[i] = (i + 1) % 2; /* sequence 1 (good), 0 (bad), 1, .. */
+        bad.row_seq = rs2;
+        bad.n_seqs = 2;
+        err = (flint_err){0};
+        CHECKF(flint_drafter_encode(d, &bad, &err) == -1 && err.code == FLINT_ERR_INVALID &&
+                   strstr(err.msg, "outside the pool"),
+               "a bad entry, two sequences' rows interleaved: %s", err.msg);
+    }
     err = (flint_err){0};
     CHECKF(flint_drafter_encode(d, &cb, &err) == 0, "%s", err.msg);
     (void)seq_index;
