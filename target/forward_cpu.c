@@ -62,11 +62,14 @@ int flint_target_validate(const flint_target *t, const flint_target_batch *b, fl
         if (!bt)
             return flint_err_set(err, FLINT_ERR_INVALID, "target forward: sequence %d has no block table", s);
         if (s != prev_s) prev_s = s, checked = 0;
-        for (int k = checked; k <= p / bs; k++)
-            if (bt[k] < 0 || bt[k] >= o->kv_blocks)
+        if (p / bs + 1 > checked) {
+            const int bad = flint_ops_first_bad_id(bt + checked, p / bs + 1 - checked, o->kv_blocks);
+            if (bad >= 0)
                 return flint_err_set(err, FLINT_ERR_INVALID, "target forward: row %d: sequence %d block %d is id "
-                                     "%d, outside the pool (0..%d)", r, s, k, bt[k], o->kv_blocks - 1);
-        if (p / bs + 1 > checked) checked = p / bs + 1;
+                                     "%d, outside the pool (0..%d)", r, s, checked + bad, bt[checked + bad],
+                                     o->kv_blocks - 1);
+            checked = p / bs + 1;
+        }
     }
     return 0;
 }

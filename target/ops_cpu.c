@@ -124,6 +124,25 @@ static int use_avx(void) {
     return g_avx;
 }
 
+int flint_ops_first_bad_id(const int32_t *v, int n, int32_t limit) {
+    typedef uint32_t v4u __attribute__((vector_size(16)));
+    const uint32_t lim = (uint32_t)limit; /* a negative id is a huge unsigned one: one compare each */
+    const v4u L = {lim, lim, lim, lim};
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v4u a, b, c, d;
+        memcpy(&a, v + i, sizeof a);
+        memcpy(&b, v + i + 4, sizeof b);
+        memcpy(&c, v + i + 8, sizeof c);
+        memcpy(&d, v + i + 12, sizeof d);
+        const v4u bad = (v4u)((a >= L) | (b >= L) | (c >= L) | (d >= L));
+        if (bad[0] | bad[1] | bad[2] | bad[3]) break;
+    }
+    for (; i < n; i++)
+        if ((uint32_t)v[i] >= lim) return i;
+    return -1;
+}
+
 int flint_ops_set_avx(int on) {
     const int prev = use_avx();
 #ifdef OPS_AVX

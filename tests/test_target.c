@@ -648,6 +648,30 @@ static float frand(void) {
     return (float)((g_rs >> 40) & 0xFFFFFF) / (float)0x1000000 * 2.0f - 1.0f;
 }
 
+/* flint_ops_first_bad_id against the plain loop: every length 0..80 (the 16-wide steps and their
+ * tails), no bad entry or one (or two) at each place, ids at the limits (0, limit - 1, limit, -1,
+ * INT32_MIN, INT32_MAX). */
+static void test_first_bad_id(void) {
+    const int32_t limit = 1000, odd[] = {1000, -1, INT32_MIN, INT32_MAX, 1001};
+    int32_t v[80];
+    int wrong = 0, cases = 0;
+    for (int n = 0; n <= 80; n++)
+        for (int at = -1; at < n; at++)
+            for (size_t oi = 0; oi < sizeof odd / sizeof odd[0]; oi++) {
+                for (int i = 0; i < n; i++) v[i] = i % 3 == 0 ? limit - 1 : (int32_t)((i * 37u) % (unsigned)limit);
+                if (at >= 0) v[at] = odd[oi];
+                if (at >= 0 && at + 5 < n) v[at + 5] = odd[(oi + 1) % 5]; /* a second, later one */
+                int want = -1;
+                for (int i = 0; i < n && want < 0; i++)
+                    if (v[i] < 0 || v[i] >= limit) want = i;
+                wrong += flint_ops_first_bad_id(v, n, limit) != want;
+                cases++;
+                if (at < 0) break;
+            }
+    printf("first_bad_id: %d cases, %d wrong\n", cases, wrong);
+    CHECKF(wrong == 0, "flint_ops_first_bad_id: %d of %d cases differ from the plain loop", wrong, cases);
+}
+
 static void test_vector_paths(void) {
     static const int widths[] = {1, 7, 8, 13, 64, 256, 259};
     static const int rows[] = {1, 3, 4, 5, 8, 9, 33};
@@ -701,6 +725,7 @@ static void test_vector_paths(void) {
 int main(void) {
     test_config();
     test_vector_paths();
+    test_first_bad_id();
     test_golden("qwen3", 16);
     test_golden("llama", 4);
     test_batch_invariance("qwen3");
