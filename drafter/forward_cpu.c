@@ -24,7 +24,7 @@ static inline size_t slot(const flint_drafter *d, int l, int32_t block, int off,
 static int check_table(const flint_drafter *d, const int32_t *bt, int from, int upto_pos, const char *what, int i,
                        flint_err *err) {
     if (!bt) return flint_err_set(err, FLINT_ERR_INVALID, "drafter %s: entry %d has no block table", what, i);
-    const int n = upto_pos / d->block + 1 - from, bad = n > 0 ? flint_ops_first_bad_id(bt + from, n, d->n_blocks) : -1;
+    const int bad = flint_ops_first_bad_id(bt + from, upto_pos / d->block + 1 - from, d->n_blocks);
     if (bad >= 0)
         return flint_err_set(err, FLINT_ERR_INVALID, "drafter %s: entry %d: block %d is id %d, outside the pool "
                              "(0..%d)", what, i, from + bad, bt[from + bad], d->n_blocks - 1);

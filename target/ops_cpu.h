@@ -37,9 +37,9 @@ int flint_ops_row_parallel(float *x, float *part, const float *in, int n_in, con
 void flint_ops_matmul(float *y, int ldy, const float *x, int ldx, const float *w, int n_rows, int n_in,
                       int n_out, int accumulate, int n_threads);
 
-/* The index of the first v[i] (i < n) outside 0..limit-1, or -1: the block-table checks of the
- * target's and the drafter's batch validation, which run every step over every sequence's context
- * (16 entries a loop step, then the plain loop from the first 16 holding one). */
+/* The index of the first v[i] (i < n) outside 0..limit-1, or -1 (also for n <= 0): the block-table
+ * checks of the target's and the drafter's batch validation, which run every step over every
+ * sequence's context (16 entries a loop step, then the plain loop from the first 16 holding one). */
 int flint_ops_first_bad_id(const int32_t *v, int n, int32_t limit);
 
 /* y = x * 1/sqrt(mean(x^2) + eps) * w; y may equal x. */
