@@ -46,6 +46,8 @@ static void usage(FILE *f) {
             "                              real model's shape (qwen3-8b, qwen3-0.6b) with random weights and KV, over\n"
             "                              --batch-sizes x --q (default 1,8) at --context, against the PyTorch decoder\n"
             "                              of the same shape run in the same invocation\n"
+            "  --max-model-len N           dummy: size the forward (block tables, attention grids, graphs) for\n"
+            "                              sequences of N tokens, as a server does; the KV pool holds what the run uses\n"
             "  --tensor-parallel-size N    cuda: the target sharded over GPUs 0..N-1 through NCCL (dummy: all-reduce\n"
             "                              time per step measured alone too)\n"
             "  --baseline SCRIPT|none      the PyTorch baseline (default " FLINT_TOOLS_DIR "/torch_baseline.py)\n"

@@ -264,6 +264,11 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
             for (int i = 0; i < o->n_draft; i++) kmax = o->draft_lengths[i] > kmax ? o->draft_lengths[i] : kmax;
             eo.model_shape = o->model_shape;
             eo.max_model_len = o->context + bench_max_tokens(o, max_b, kmax) + 16;
+            if (o->max_model_len > eo.max_model_len) { /* sized as a server's, the pool as the run needs */
+                const int bs = eo.kv_block_size > 0 ? eo.kv_block_size : 16;
+                eo.kv_blocks = eo.max_seqs * ((eo.max_model_len + bs - 1) / bs);
+                eo.max_model_len = o->max_model_len;
+            }
         }
         double rates[FLINT_MAX_DRAFT] = {0};
         if (K == 0) eo.drafter_dir = NULL;

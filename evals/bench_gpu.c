@@ -136,8 +136,12 @@ int flint_bench_gpu_run(const flint_bench_options *o, flint_err *err) {
     to.device = FLINT_TARGET_CUDA;
     to.dummy_shape = o->model_shape;
     to.max_seqs = max_b;
-    to.max_len = o->context + max_q;
+    to.max_len = o->context + max_q > o->max_model_len ? o->context + max_q : o->max_model_len;
     to.max_rows = max_b * max_q;
+    /* a --max-model-len past the run: the forward is sized for it (block tables, attention grids),
+     * the pool holds only the blocks the run's sequences use */
+    const int used_len = o->context + max_q;
+    if (to.max_len > used_len) to.kv_blocks = max_b * ((used_len + to.kv_block_size - 1) / to.kv_block_size);
     to.enforce_eager = o->enforce_eager;
     if (o->cuda_graph_sizes) {
         flint_engine_options probe;
@@ -178,14 +182,14 @@ int flint_bench_gpu_run(const flint_bench_options *o, flint_err *err) {
     if (!t) goto done;
     const flint_target_config *c = flint_target_get_config(t);
     const double open_s = now_s() - t0;
-    int bsz = flint_target_kv_block_size(t), per = (to.max_len + bsz - 1) / bsz;
+    int bsz = flint_target_kv_block_size(t), per = (to.max_len + bsz - 1) / bsz, per_used = (used_len + bsz - 1) / bsz;
     double H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, L = c->n_layers;
     double qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
     double mm_params = L * ((qd + 2 * kvd) * H + H * qd + 3 * I * H) + V * H; /* every matmul weight a step reads */
     tables = flint_xmalloc(sizeof(int32_t *) * (size_t)max_b);
     for (int s = 0; s < max_b; s++) {
         tables[s] = flint_xmalloc(sizeof(int32_t) * (size_t)per);
-        for (int k = 0; k < per; k++) tables[s][k] = s * per + k;
+        for (int k = 0; k < per; k++) tables[s][k] = s * per_used + (k < per_used ? k : per_used - 1);
     }
     int R = max_b * max_q;
     tok = flint_xmalloc(sizeof(int32_t) * R), pos = flint_xmalloc(sizeof(int32_t) * R);
@@ -237,8 +241,8 @@ int flint_bench_gpu_run(const flint_bench_options *o, flint_err *err) {
     t = NULL;
     run_baseline(o, pts, n_pts);
 
-    printf("# %s, random weights, context %d; flint: %s, tensor parallel %d, device memory %.2f GiB per GPU, opened "
-           "in %.1f s; %ld graphs captured in %.3f s, %.1f MiB\n", o->model_shape, o->context,
+    printf("# %s, random weights, context %d, max_len %d; flint: %s, tensor parallel %d, device memory %.2f GiB per "
+           "GPU, opened in %.1f s; %ld graphs captured in %.3f s, %.1f MiB\n", o->model_shape, o->context, to.max_len,
            o->enforce_eager ? "eager launches" : "captured graphs", n_tp, (double)dev_bytes / (1u << 30), open_s,
            gi.n_captures, gi.capture_s, (double)gi.bytes / (1u << 20));
     if (n_tp > 1)

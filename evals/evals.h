@@ -86,6 +86,9 @@ typedef struct flint_bench_options {
     double synthetic_rates[16];  /* conditional per-position rates */
     int n_synthetic_rates;       /* > 0: use synthetic_rates */
     int context;                 /* prompt tokens per session (default 128) */
+    int max_model_len;           /* > 0, dummy shapes: size the forward (attention grids, block tables, the
+                                  * captured graphs) for sequences this long, as a server's max_model_len
+                                  * does, while the KV pool holds only what the run uses; 0: just enough */
     int warmup;                  /* untimed steps after prefill (default 3) */
     int steps;                   /* timed steps (default 10) */
     int rounds;                  /* engine mode: the whole sweep this many times, every other one in reverse

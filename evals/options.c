@@ -192,7 +192,7 @@ static const char *const bench_value_flags[] = {
     "--speculative-config", "--batch-sizes", "--draft-lengths", "--synthetic-acceptance", "--synthetic-per-position",
     "--context", "--warmup", "--steps", "--rounds", "--temperature", "--top-p", "--top-k", "--min-p", "--seed", "--dataset",
     "--data-dir", "--threads", "--output", "--device", "--load-format", "--model-shape", "--q", "--baseline",
-    "--tensor-parallel-size", "--gemm-pdl", "--kernel-pdl", "--gemm-wgmma", "--cuda-graph-sizes", NULL};
+    "--tensor-parallel-size", "--gemm-pdl", "--kernel-pdl", "--gemm-wgmma", "--cuda-graph-sizes", "--max-model-len", NULL};
 
 int flint_bench_option_kind(const char *flag) {
     if (in_list(bench_value_flags, flag)) return 1;
@@ -251,6 +251,7 @@ int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v
         if (n == 0) return flint_err_set(err, FLINT_ERR_INVALID, "%s expects at least one rate", f);
         o->n_synthetic_rates = n;
     } else if (!strcmp(f, "--context")) return get_int(f, v, 1, 1 << 20, &o->context, err);
+    else if (!strcmp(f, "--max-model-len")) return get_int(f, v, 1, 1 << 20, &o->max_model_len, err);
     else if (!strcmp(f, "--warmup")) return get_int(f, v, 0, 100000, &o->warmup, err);
     else if (!strcmp(f, "--steps")) return get_int(f, v, 1, 100000, &o->steps, err);
     else if (!strcmp(f, "--rounds")) return get_int(f, v, 1, 100, &o->rounds, err);
@@ -277,6 +278,12 @@ int flint_bench_options_check(const flint_bench_options *o, flint_err *err) {
         if (o->device != FLINT_TARGET_CUDA)
             return flint_err_set(err, FLINT_ERR_INVALID, "--load-format dummy makes its weights on the GPU: add "
                                  "--device cuda");
+        if (o->max_model_len > sc.max_position_embeddings)
+            return flint_err_set(err, FLINT_ERR_INVALID, "--max-model-len %d is past %s's %d positions",
+                                 o->max_model_len, o->model_shape, sc.max_position_embeddings);
+    } else if (o->max_model_len > 0) {
+        return flint_err_set(err, FLINT_ERR_INVALID, "--max-model-len goes with --load-format dummy (a real model's "
+                             "server sets its own)");
     }
     if (o->synthetic_al > 0 && o->n_synthetic_rates > 0)
         return flint_err_set(err, FLINT_ERR_INVALID, "--synthetic-acceptance and --synthetic-per-position exclude "

@@ -248,6 +248,9 @@ expect 2 "unknown model shape 'qwen9'" -- "$FLINT" bench --load-format dummy --m
 expect 2 "go together" -- "$FLINT" bench --load-format dummy --device cuda
 expect 2 "--device expects cpu or cuda" -- "$FLINT" bench --device tpu
 expect 2 "--load-format expects auto or dummy" -- "$FLINT" bench --load-format gguf
+expect 2 "goes with --load-format dummy" -- "$FLINT" bench "$M" --max-model-len 4096
+expect 2 "is past qwen3-8b's 40960 positions" -- "$FLINT" bench --load-format dummy --model-shape qwen3-8b \
+    --device cuda --max-model-len 50000
 # the engine on a dummy shape (with a drafter) needs a GPU: refused cleanly on this machine
 expect 1 "device cuda was asked for" -- "$FLINT" bench --load-format dummy --model-shape qwen3-0.6b --device cuda \
     --speculative-config "{\"model\": \"$tmp/d0\"}" --batch-sizes 1 --draft-lengths 1
