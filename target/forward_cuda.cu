@@ -581,10 +581,15 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
         a.max_ctx = k->ctx;
         a.scratch = g->attn_scratch;
         a.rows_per_seq = k->rows_per_seq;
-        /* No L2 prefetch of the O projection's weights (flint_cuda_attn.l2_prefetch) here: its 32 MB
-         * at qwen3-8b queue ahead of the attention's own K/V reads, and without it batch 1 decode
-         * took 4.41 -> 4.34 ms, batch 8 5.15 -> 5.10, verify unchanged (session 24; session 19 had
-         * measured the opposite before the attention kernels got faster). The drafter keeps its. */
+        /* The O projection's weights (32 MB at qwen3-8b) into L2 once the attention's K/V reads
+         * are done (l2_prefetch_late): HBM idles through the rest of the attention and its merge.
+         * Issued as the CTAs started (session 19-23), they queued ahead of the K/V reads: without
+         * it batch 1 decode took 4.41 -> 4.34 ms (session 24). */
+        if (R <= 16 && k->rows_per_seq > 1) { /* verify blocks (batch 1-2); decode measured slower */
+            a.l2_prefetch = ly->wo;
+            a.l2_prefetch_bytes = flint_cuda_gemm_packed_elems(H, t->q_dim) * sizeof(uint16_t);
+            a.l2_prefetch_late = 1;
+        }
         flint_cuda_attention(&a, s);
         if (row_parallel(t, g, g->att, t->q_dim, ly->wo, R, err)) return -1;
         flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->mlp_norm, R, H, c->rms_norm_eps, s);

@@ -267,6 +267,9 @@ typedef struct flint_cuda_attn {
                                           16) the CTAs pull into L2 as they start (the weights of the
                                           GEMM after the attention, while HBM is idle); NULL: none */
     size_t l2_prefetch_bytes;
+    int l2_prefetch_late;              /* nonzero: the working CTAs pull it once their last chunk's
+                                          K/V have arrived, not as they start (the split kernel at
+                                          head_dim 128, causal; the other kernels then pull none) */
 } flint_cuda_attn;
 
 size_t flint_cuda_attn_scratch_floats(int n_rows, int n_heads, int head_dim, int max_ctx);

@@ -28,7 +28,8 @@ static double time_gemm(int variant, float *y, const uint16_t *x, const unsigned
     for (int i = 0; i < reps + 3; i++) {
         if (i == 3) CK(cudaEventRecord(e0, NULL));
         const uint16_t *wi = (const uint16_t *)(w + (i % copies) * wbytes);
-        if (variant < 0) flint_cuda_gemm(y, N, x, K, wi, M, N, K, 0, NULL);
+        if (variant == -2) flint_cuda_gemm_tc(y, N, x, K, wi, M, N, K, 0, NULL); /* the dispatch */
+        else if (variant < 0) flint_cuda_gemm(y, N, x, K, wi, M, N, K, 0, NULL);
         else flint_cuda_gemm_tc_variant(y, N, x, K, wi, M, N, K, 0, variant, NULL);
     }
     CK(cudaEventRecord(e1, NULL));
@@ -344,6 +345,34 @@ void lab_glu(void) {
     CK(cudaFree(gu));
     CK(cudaFree(act));
     lab_w_free(&lw);
+}
+
+/* The warpgroup tilings (tcw) and the dispatch at 96..512 rows, qwen3-8b's projections and LM head:
+ * which tiling a grid of so many tiles wants. Two rounds, the tilings in turn within each. (Session
+ * 25 compared a one-block-a-tile tiling here, branch wip/gemm-tcs: docs/benchmarks.md.) */
+void lab_gemm_large(void) {
+    const int shapes[][2] = {{4096, 4096}, {6144, 4096}, {24576, 4096}, {4096, 12288}, {151936, 4096}};
+    const int ms[] = {96, 128, 192, 256, 384, 512};
+    const int n_var = flint_cuda_gemm_tc_variants();
+    printf("\ngemm large-M lab: warpgroup tilings and the dispatch, us per launch (TFLOP/s), weights past L2\n");
+    for (int s = 0; s < 5; s++) {
+        const int N = shapes[s][0], K = shapes[s][1];
+        lab_w lw = lab_w_make(N, K, 512);
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+            const int M = ms[mi];
+            for (int round = 0; round < 2; round++)
+                for (int v = -2; v < n_var; v++) {
+                    if (v == -1) continue; /* the CUDA-core GEMM */
+                    const char *name = v == -2 ? "dispatch" : flint_cuda_gemm_tc_variant(NULL, 0, NULL, 0, NULL, 0, 0,
+                                                                                        0, 0, v, NULL);
+                    if (v >= 0 && strncmp(name, "tcw", 3)) continue;
+                    const double us = time_gemm(v, lw.y, lw.x, lw.packed, lw.packed_bytes, lw.copies, M, N, K);
+                    printf("large %-22s r%d M %4d N %6d K %5d %9.1f us %6.1f TFLOP/s\n", name, round, M, N, K, us,
+                           2.0 * M * N * K / us * 1e-6);
+                }
+        }
+        lab_w_free(&lw);
+    }
 }
 
 /* One tiling (variant) at one shape, weights rotating past the L2: for a profiler. */

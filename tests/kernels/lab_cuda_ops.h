@@ -16,6 +16,7 @@ void *xmalloc(size_t n);
 void lab_gemm(void);                        /* every GEMM tiling at qwen3-8b's projection shapes */
 void lab_gemm_small(void);                  /* the small-M register path, PDL off / on */
 void lab_gemm_one(int variant, int M, int N, int K); /* one tiling at one shape (a profiler's run) */
+void lab_gemm_large(void);                  /* the warpgroup tilings and the dispatch at 96..512 rows */
 void lab_attention(void);                   /* attention at qwen3-8b's layer shape */
 void lab_glu(void);                         /* the gate-up GEMM: + swiglu kernel vs SwiGLU fused */
 

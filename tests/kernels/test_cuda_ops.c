@@ -27,7 +27,8 @@
  * leaves out the large shapes and the guard bytes, for runs under compute-sanitizer: every buffer
  * is then exactly its size, so memcheck sees any access past it. --lab-small: the small-M GEMM lab
  * alone; --lab-glu: the gate-up GEMM with and without its fused SwiGLU; --lab-attn: the attention
- * lab alone; --lab-gemm V M N K: one GEMM tiling (variant V) timed at one shape (for a profiler). */
+ * lab alone; --lab-large: the warpgroup GEMM tilings and the dispatch at 96..512 rows; --lab-gemm V
+ * M N K: one GEMM tiling (variant V) timed at one shape (for a profiler). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -972,8 +973,9 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
 
     /* each run alone (a verify block, the prefill run); then again with its length as the hint (a
      * verify block's m tiles go to several CTAs when the CTAs are few: the split kernel's ms) and an
-     * L2 prefetch hint (the forward's: the O projection's weights) */
-    for (int hinted = 0; hinted < 2; hinted++) {
+     * L2 prefetch hint (the forward's: the O projection's weights), as the CTAs start and (hinted
+     * 2, the split kernel's own copy at head_dim 128) once their K/V have arrived */
+    for (int hinted = 0; hinted < 3; hinted++) {
         CK(cudaMemset(dalone.p, 0xFF, dalone.bytes));
         for (int i = 0; i < n_groups; i++) {
             const int r = ra[g0[i]]; /* the run's rows are ra[g0[i]] .. + lens[i] - 1 in launch A */
@@ -988,11 +990,13 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
                 b.rows_per_seq = lens[i] < 8 ? lens[i] : 8;
                 b.l2_prefetch = dv.p;
                 b.l2_prefetch_bytes = (sizeof(uint16_t) * n) & ~(size_t)15;
+                b.l2_prefetch_late = hinted == 2;
             }
             flint_cuda_attention(&b, NULL);
         }
-        ATTN_BITS(ra, hinted ? "each run alone, its rows as the hint, a prefetch == in the batch"
-                             : "each run alone == in the batch");
+        ATTN_BITS(ra, hinted == 2 ? "each run alone, its rows as the hint, a late prefetch == in the batch"
+                      : hinted    ? "each run alone, its rows as the hint, a prefetch == in the batch"
+                                  : "each run alone == in the batch");
     }
 
     /* the window hint (rows_per_seq, a speed knob) changes no bit */
@@ -1117,7 +1121,8 @@ static void test_attention_block(int n_heads, int n_kv, int hd, int bs, int B, i
 int main(int argc, char **argv) {
     uint64_t seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
     const char *env = getenv("FLINT_SEED");
-    int lab = 1, quick = 0, lab_small = 0, lab_glu_only = 0, lab_attn_only = 0, one[4] = {-1, 0, 0, 0};
+    int lab = 1, quick = 0, lab_small = 0, lab_glu_only = 0, lab_attn_only = 0, lab_large_only = 0;
+    int one[4] = {-1, 0, 0, 0};
     if (env && *env) seed = strtoull(env, NULL, 10);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
@@ -1126,11 +1131,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--lab-small")) lab_small = 1;
         else if (!strcmp(argv[i], "--lab-glu")) lab_glu_only = 1;
         else if (!strcmp(argv[i], "--lab-attn")) lab_attn_only = 1;
+        else if (!strcmp(argv[i], "--lab-large")) lab_large_only = 1;
         else if (!strcmp(argv[i], "--lab-gemm") && i + 4 < argc)
             for (int k = 0; k < 4; k++) one[k] = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--seed N] [--no-lab] [--quick] [--lab-small] [--lab-glu] "
-                            "[--lab-attn] [--lab-gemm VARIANT M N K]\n", argv[0]);
+                            "[--lab-attn] [--lab-large] [--lab-gemm VARIANT M N K]\n", argv[0]);
             return 2;
         }
     }
@@ -1155,6 +1161,10 @@ int main(int argc, char **argv) {
     flint_cuda_gemm_scratch_bind(NULL, gemm_scratch, gemm_scratch_bytes);
     if (one[0] >= 0) { /* one GEMM variant at one shape (for a profiler) */
         lab_gemm_one(one[0], one[1], one[2], one[3]);
+        return 0;
+    }
+    if (lab_large_only) { /* the warpgroup tilings at 96..512 rows alone */
+        lab_gemm_large();
         return 0;
     }
     if (lab_attn_only) { /* the attention lab alone */
