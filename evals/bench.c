@@ -179,6 +179,8 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
     r->host.forward_ms += h1.forward_ms - h0.forward_ms;
     r->host.accept_ms += h1.accept_ms - h0.accept_ms;
     r->host.encode_ms += h1.encode_ms - h0.encode_ms;
+    r->host.stage_ms += h1.stage_ms - h0.stage_ms;
+    r->host.launch_ms += h1.launch_ms - h0.launch_ms;
     flint_engine_step_k_hist(e, kh1);
     for (int k = 0; k <= FLINT_MAX_DRAFT; k++) r->khist[k] += kh1[k] - kh0[k];
     r->probes += flint_engine_probe_steps(e) - pr0;
@@ -376,15 +378,17 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
                        p->draft_ms / n, p->verify_ms / n, p->accept_ms / n, p->encode_ms / n, p->prefill_ms / n,
                        p->host_ms / n);
             }
-            printf("host us per step in the timed window (no waits for the GPU), by the calls they were in:\n");
-            printf("%6s %3s %9s %9s %9s %9s %9s %9s\n", "batch", "K", "host", "draft", "forward", "accept",
-                   "encode", "other");
+            printf("host us per step in the timed window (no waits for the GPU), by the calls they were in "
+                   "(stage, launch: forward's parts in the one-graph step):\n");
+            printf("%6s %3s %9s %9s %9s %9s %9s %9s %9s %9s\n", "batch", "K", "host", "draft", "forward", "accept",
+                   "encode", "other", "stage", "launch");
             for (int i = 0; i < n_rows; i++) {
                 const flint_host_time *h = &rows[i].host;
                 const double n = h->steps > 0 ? 1e-3 * (double)h->steps : 1;
-                printf("%6d %3d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", rows[i].b, rows[i].k, h->host_ms / n,
+                printf("%6d %3d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", rows[i].b, rows[i].k, h->host_ms / n,
                        h->draft_ms / n, h->forward_ms / n, h->accept_ms / n, h->encode_ms / n,
-                       (h->host_ms - h->draft_ms - h->forward_ms - h->accept_ms - h->encode_ms) / n);
+                       (h->host_ms - h->draft_ms - h->forward_ms - h->accept_ms - h->encode_ms) / n, h->stage_ms / n,
+                       h->launch_ms / n);
             }
         }
     }

@@ -213,6 +213,10 @@ typedef struct flint_host_time {
      * verify forward (staging and launch), the acceptance with emitting the tokens, the context
      * encode; the rest (admission, prefill, row building) is host_ms less these */
     double draft_ms, forward_ms, accept_ms, encode_ms;
+    /* forward_ms's parts in the one-graph step (CUDA): staging every module's inputs (the target's
+     * batch and tables, the drafter's requests, the decisions' parameters) and finding and launching
+     * the step's graph; the rest of it is reading the decisions back */
+    double stage_ms, launch_ms;
 } flint_host_time;
 void flint_engine_host_time(const flint_engine *e, flint_host_time *t);
 /* Turn the profile on or off from now on (the sums restart at zero when it is turned on). */

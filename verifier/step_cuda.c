@@ -360,6 +360,7 @@ int flint_engine_dev_step(flint_engine *e, const int *order, int n0, int n, int 
                           flint_err *err) {
     struct flint_engine_dev *d = e->dev;
     FLINT_ASSERT(n_d > 0 && flint_engine_dev_step_ok(e));
+    const double t_stage = flint_clock_ms(); /* the caller waits for nothing before this */
     if (cudaSetDevice(d->device) != cudaSuccess)
         return flint_err_set(err, FLINT_ERR_IO, "engine: cannot select the GPU");
     if (flint_drafter_step_prepare(e->dft, e->tables, err)) return -1;
@@ -390,6 +391,8 @@ int flint_engine_dev_step(flint_engine *e, const int *order, int n0, int n, int 
         H(e, k, int32_t)[di] = 0, H(e, row0, int32_t)[di] = 0, H(e, pos0, int64_t)[di] = 0;
     }
     for (int r = R; r < Rb; r++) H(e, row_src, int32_t)[r] = -1; /* token 0, as the forward's padded rows */
+    const double t_launch = flint_clock_ms();
+    e->host.stage_ms += t_launch - t_stage;
     if (e->o.enforce_eager) {
         if (step_enqueue(e, &k, 0, err)) return -1;
     } else {
@@ -400,6 +403,7 @@ int flint_engine_dev_step(flint_engine *e, const int *order, int n0, int n, int 
                                  cudaGetErrorString(cudaGetLastError()));
     }
     const double t_wait = flint_clock_ms();
+    e->host.launch_ms += t_wait - t_launch;
     if (cudaEventSynchronize(d->done) != cudaSuccess)
         return flint_err_set(err, FLINT_ERR_IO, "engine: the step failed: %s", cudaGetErrorString(cudaGetLastError()));
     flint_clock_waited_since(t_wait);
