@@ -1155,12 +1155,12 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         if (fused)
             FLINT_LAUNCH(!d128 ? attn_tc_fused_kernel : blk ? attn_tc_blk_fused_kernel_d128 : attn_tc_fused_kernel_d128,
                          dim3(a->n_kv_heads, windows, 1), TC_THREADS, smem, s, *a, x);
-        else
-            FLINT_LAUNCH(!d128                                        ? attn_tc_kernel
-                         : blk                                        ? attn_tc_blk_kernel_d128
-                         : a->l2_prefetch_late && a->l2_prefetch_bytes ? attn_tc_kernel_d128_pf
-                                                                       : attn_tc_kernel_d128,
+        else {
+            const int late = a->l2_prefetch_late && a->l2_prefetch && a->l2_prefetch_bytes;
+            FLINT_LAUNCH(!d128 ? attn_tc_kernel : blk ? attn_tc_blk_kernel_d128 : late ? attn_tc_kernel_d128_pf
+                                                                                        : attn_tc_kernel_d128,
                          dim3(a->n_kv_heads, windows, (unsigned)(x.ns * x.ms)), TC_THREADS, smem, s, *a, x);
+        }
     } else {
         FLINT_LAUNCH(attn_chunk_kernel, dim3(max_chunks, a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s, *a, max_chunks,
                      scale);
