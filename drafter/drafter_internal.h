@@ -122,9 +122,12 @@ typedef struct flint_drafter_conf_args {
     size_t ld_hfin;
     int H;
 } flint_drafter_conf_args;
+/* cand (NULL: none): each request's argmax candidates, one per 32 vocabulary entries, [n_reqs]
+ * [ceil(Vd / 32)] pairs (the value's float bits, its index; -inf and INT_MAX where every value is
+ * NaN) of the corrected logits, for flint_cuda_draft_sample_cand's greedy rows */
 void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
                                     const int32_t *prev_tok, int r, int Vd, int n_reqs,
-                                    const flint_drafter_conf_args *conf, void *s);
+                                    const flint_drafter_conf_args *conf, int32_t *cand, void *s);
 void flint_drafter_cuda_scatter_vocab(float *out, const float *in, size_t ld_in, const int32_t *t2d, int n_vocab,
                                       int n_rows, void *s);
 #ifdef __cplusplus

@@ -55,6 +55,7 @@
  * invariant, so the real rows' results are the eager launches' bits. Calls that want logits or
  * base logits (tests) and enforce_eager run the same kernels eagerly, unpadded. */
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -213,7 +214,7 @@ void flint_drafter_cuda_markov_conf(uint16_t *e, int r, const uint16_t *w1, cons
 static __global__ void __launch_bounds__(BIAS_THREADS)
 markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
                    const int32_t *prev_tok, int r, int Vd, int n_reqs, int reqs_per_block, int stage,
-                   const flint_drafter_conf_args c) {
+                   const flint_drafter_conf_args c, int32_t *cand) {
     pdl_trigger();
     extern __shared__ float e_s[]; /* [reqs_per_block][r], then (stage) the rows: [256][r + 8] bf16 */
     const int i0 = blockIdx.y * reqs_per_block, ni = min(reqs_per_block, n_reqs - i0);
@@ -228,7 +229,8 @@ markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, 
         }
         return;
     }
-    const int v0 = blockIdx.x * BIAS_THREADS, v = v0 + threadIdx.x, rs = r + 8; /* staged row stride */
+    const int v0 = blockIdx.x * BIAS_THREADS, rs = r + 8; /* staged row stride */
+    int v = v0 + (int)threadIdx.x;
     uint16_t *w_s = (uint16_t *)(e_s + (size_t)reqs_per_block * r);
     if (stage) {
         const int per_row = r >> 3, n_rows = min(BIAS_THREADS, Vd - v0);
@@ -242,6 +244,7 @@ markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, 
         asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
     pdl_wait(); /* prev_tok and L come from the kernels before */
+    const int n_cand = (Vd + 31) / 32;
     for (int x = threadIdx.x; x < ni * r; x += BIAS_THREADS) {
         const int i = x / r, j = x - i * r;
         const int32_t prev = prev_tok ? prev_tok[i0 + i] : anchor[i0 + i];
@@ -249,7 +252,9 @@ markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, 
     }
     if (stage) asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
-    if (v >= Vd) return;
+    if (v - (int)(threadIdx.x & 31) >= Vd) return; /* whole warps past the vocabulary (candidates: warp shuffles) */
+    const int live = v < Vd;
+    if (!live) v = Vd - 1; /* a row that exists; its loads only, never its stores */
     const uint16_t *wr = w2 + (size_t)v * r, *wsr = w_s + (size_t)threadIdx.x * rs;
     const int vec = (r & 7) == 0 && ((uintptr_t)w2 & 15) == 0;
     for (int i = 0; i < ni; i++) {
@@ -273,13 +278,29 @@ markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, 
             for (int j = 0; j < r; j++) acc = fmaf(e[j], bf2f(wr[j]), acc);
         }
         float *o = L + (size_t)(i0 + i) * ld + v;
-        *o = __fadd_rn(*o, acc);
+        const float y = __fadd_rn(*o, acc);
+        if (live) *o = y;
+        if (cand) { /* the warp's argmax of the stored values (flint_cuda_draft_sample_cand's rule) */
+            float bv = -INFINITY;
+            int bi = INT_MAX;
+            if (live && y == y) bv = y, bi = v; /* NaN never wins */
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {
+                const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+                const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+                if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+            }
+            if ((threadIdx.x & 31) == 0) {
+                int32_t *cp = cand + 2 * ((size_t)(i0 + i) * n_cand + v / 32);
+                cp[0] = __float_as_int(bv), cp[1] = bi;
+            }
+        }
     }
 }
 
 void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, const int32_t *anchor,
                                     const int32_t *prev_tok, int r, int Vd, int n_reqs,
-                                    const flint_drafter_conf_args *conf, void *s) {
+                                    const flint_drafter_conf_args *conf, int32_t *cand, void *s) {
     FLINT_ASSERT(n_reqs >= 0 && r > 0 && r <= 384 && Vd > 0 && L && w2 && w1 && (prev_tok || anchor));
     FLINT_ASSERT(BIAS_THREADS == CONF_THREADS && (!conf || !conf->conf_w || (conf->conf && conf->hfin)));
     flint_drafter_conf_args c;
@@ -310,7 +331,7 @@ void flint_drafter_cuda_markov_bias(float *L, size_t ld, const uint16_t *w2, con
      * confidence (markov_conf_kernel's arithmetic) beside the bias: one launch fewer a Markov step */
     const dim3 grid((unsigned)(n_vb + (c.conf_w ? rpb : 0)), (unsigned)((n_reqs + rpb - 1) / rpb));
     FLINT_LAUNCH(markov_bias_kernel, grid, BIAS_THREADS, smem, (cudaStream_t)s, L, ld, w2, w1, anchor, prev_tok, r,
-                 Vd, n_reqs, rpb, stage, c);
+                 Vd, n_reqs, rpb, stage, c, cand);
     launch_check("markov_bias");
 }
 
@@ -393,6 +414,7 @@ struct flint_drafter_cuda {
     size_t enc_gemm_scratch_bytes;   /* (the block forward uses the target's, on its stream) */
     uint16_t *xn, *att, *act, *hfin;
     float *lt;     /* [max_reqs][vocab] corrected logits in target ids (reduced vocabulary) */
+    int32_t *cand; /* [max_reqs][ceil(vocab / 32)][2] the Markov step's argmax candidates (full vocabulary) */
     float *q;      /* [max_reqs][max_draft][vocab] draft distributions */
     float *conf;   /* [max_reqs][max_draft] */
     int32_t *toks; /* [max_draft][n_reqs] drawn tokens, step-major (the sampler writes a step's rows) */
@@ -482,6 +504,7 @@ static void carve(const flint_drafter *d, struct flint_drafter_cuda *g, flint_ar
     g->conf_w = c->has_confidence ? DNEW(a, float, H + (c->confidence_with_markov ? r : 0)) : NULL;
     g->t2d = Vd != V ? DNEW(a, int32_t, V) : NULL;
     g->lt = Vd != V ? DNEW(a, float, Q * V) : NULL;
+    g->cand = r && Vd == V ? DNEW(a, int32_t, Q * 2 * ((V + 31) / 32)) : NULL;
     for (int l = 0; l < c->n_layers; l++) {
         dlayer *ly = &g->layers[l];
         ly->attn_norm = DNEW(a, uint16_t, H);
@@ -833,8 +856,8 @@ static void markov_device(flint_drafter *d, int n_reqs, int n_steps, const int32
         const int32_t *prev = k ? g->toks + (size_t)(k - 1) * n_reqs : NULL;
         const flint_drafter_conf_args ca = {g->conf, K, k, g->conf_w, g->conf_b, c->confidence_with_markov,
                                             g->hfin + (size_t)(first + k) * H, (size_t)B * H, H};
-        if (r) /* the bias, and the confidences in the same launch */
-            flint_drafter_cuda_markov_bias(lk, ldu, g->w2, g->w1, anchor, prev, r, Vd, n_reqs, &ca, g->stream);
+        if (r) /* the bias, and the confidences in the same launch (and the greedy rows' candidates) */
+            flint_drafter_cuda_markov_bias(lk, ldu, g->w2, g->w1, anchor, prev, r, Vd, n_reqs, &ca, g->cand, g->stream);
         else
             flint_drafter_cuda_markov_conf(NULL, r, g->w1, anchor, prev, g->conf, K, k, g->conf_w, g->conf_b,
                                            c->confidence_with_markov, g->hfin + (size_t)(first + k) * H,
@@ -846,9 +869,12 @@ static void markov_device(flint_drafter *d, int n_reqs, int n_steps, const int32
             ls = g->lt;
             ld = V;
         }
-        flint_cuda_draft_sample(g->toks + (size_t)k * n_reqs, q ? q + (size_t)k * V : NULL, K * V, ls, ld, n_reqs, V,
-                                temp, greedy, seed, spos + (size_t)k * n_reqs, g->smp,
-                                (flint_cuda_stream_s)g->stream);
+        /* greedy rows take the argmax from the bias kernel's candidates (4748 at a 152k vocabulary)
+         * rather than the row */
+        const int32_t *cand = r ? g->cand : NULL;
+        flint_cuda_draft_sample_cand(g->toks + (size_t)k * n_reqs, q ? q + (size_t)k * V : NULL, K * V, ls, ld, n_reqs,
+                                     V, temp, greedy, seed, spos + (size_t)k * n_reqs, cand, cand ? (V + 31) / 32 : 0,
+                                     g->smp, (flint_cuda_stream_s)g->stream);
     }
 }
 

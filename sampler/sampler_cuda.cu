@@ -110,6 +110,8 @@ typedef struct smp_args {
     const float *temperature;
     const int32_t *greedy;
     const uint64_t *seed;
+    const int32_t *cand; /* greedy rows' argmax candidates (flint_cuda_draft_sample_cand), or NULL */
+    int n_cand;
     /* ACCEPT */
     const int32_t *draft;
     int ld_draft;
@@ -636,6 +638,21 @@ static __global__ void __launch_bounds__(SMP_T, 2) sampler_kernel(smp_args a) {
     smp_pdl_start();
     smp_row w;
     if (!smp_row_setup(&a, cid, &w)) return; /* the whole cluster leaves, before any barrier */
+    if (a.cand && w.greedy) { /* the argmax of the row's candidates (the same rule, a shorter read) */
+        if (rank == 0) {
+            const int32_t *cr = a.cand + 2 * (size_t)cid * a.n_cand;
+            float bv = -INFINITY;
+            int bi = INT_MAX;
+            for (int j = t; j < a.n_cand; j += SMP_T) {
+                const float v = __int_as_float(cr[2 * j]);
+                const int i = cr[2 * j + 1];
+                if (smp_better(v, i, bv, bi)) bv = v, bi = i;
+            }
+            block_argmax(&bv, &bi, &sh);
+            if (t == 0) *w.tok = bi == INT_MAX ? 0 : bi;
+        }
+        return; /* the whole cluster, before any barrier */
+    }
     const int base = rank * L, nreal = V - base;
 
     /* load: x and the max, one read of the logits (16 bytes at a time when aligned) */
@@ -953,7 +970,16 @@ void flint_cuda_sample(int32_t *tokens, float *probs_out, int ld_probs, const fl
 void flint_cuda_draft_sample(int32_t *tokens, float *q_out, int ld_q, const float *logits, int ld, int n_rows,
                              int n_vocab, const float *temperature, const int32_t *greedy, const uint64_t *seed,
                              const int64_t *pos, void *scratch, flint_cuda_stream_s s) {
+    flint_cuda_draft_sample_cand(tokens, q_out, ld_q, logits, ld, n_rows, n_vocab, temperature, greedy, seed, pos, NULL,
+                                 0, scratch, s);
+}
+
+void flint_cuda_draft_sample_cand(int32_t *tokens, float *q_out, int ld_q, const float *logits, int ld, int n_rows,
+                                  int n_vocab, const float *temperature, const int32_t *greedy, const uint64_t *seed,
+                                  const int64_t *pos, const int32_t *cand, int n_cand, void *scratch,
+                                  flint_cuda_stream_s s) {
     (void)scratch;
+    FLINT_ASSERT(!cand || n_cand == (n_vocab + 31) / 32);
     if (n_rows <= 0) return;
     smp_args a;
     memset(&a, 0, sizeof a);
@@ -968,6 +994,8 @@ void flint_cuda_draft_sample(int32_t *tokens, float *q_out, int ld_q, const floa
     a.greedy = greedy;
     a.seed = seed;
     a.pos = pos;
+    a.cand = cand;
+    a.n_cand = n_cand;
     smp_launch(&a, n_rows, (cudaStream_t)s);
 }
 

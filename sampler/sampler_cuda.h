@@ -60,6 +60,14 @@ void flint_cuda_sample(int32_t *tokens, float *probs_out, int ld_probs, const fl
 void flint_cuda_draft_sample(int32_t *tokens, float *q_out, int ld_q, const float *logits, int ld, int n_rows,
                              int n_vocab, const float *temperature, const int32_t *greedy, const uint64_t *seed,
                              const int64_t *pos, void *scratch, flint_cuda_stream_s s);
+/* The same, with the greedy rows' argmax taken from cand: per row, n_cand = ceil(n_vocab / 32)
+ * pairs (float bits, index), each the argmax of its 32 entries under this rule (largest value,
+ * lowest index, NaN never: -inf and INT_MAX when all are NaN), as the drafter's Markov bias kernel
+ * leaves them. The same tokens as reading the row; other rows read it as before. */
+void flint_cuda_draft_sample_cand(int32_t *tokens, float *q_out, int ld_q, const float *logits, int ld, int n_rows,
+                                  int n_vocab, const float *temperature, const int32_t *greedy, const uint64_t *seed,
+                                  const int64_t *pos, const int32_t *cand, int n_cand, void *scratch,
+                                  flint_cuda_stream_s s);
 
 /* Speculative acceptance for n_req requests, flint_accept_draft's rule per request i:
  * k[i] drafts draft[i * ld_draft + j] (j < k[i] <= ld_draft) proposed at positions pos0[i] + j, checked

@@ -53,6 +53,7 @@
 #include "drafter/drafter.h"
 #include "drafter/drafter_internal.h"
 #include "sampler/sampler.h"
+#include "sampler/sampler_cuda.h"
 #include "target/ops_cuda.h"
 #include "target/target.h"
 #include "cuda_check.h"
@@ -191,7 +192,7 @@ static void test_kernels(void) {
         CK(cudaMemcpy(dL, L, sizeof(float) * NQ * LDB, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(da, anc, sizeof anc, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dp, prv, sizeof prv, cudaMemcpyHostToDevice));
-        flint_drafter_cuda_markov_bias(dL, LDB, dw2, dw1, da, use_prev ? dp : NULL, r, VL, NQ, NULL, NULL);
+        flint_drafter_cuda_markov_bias(dL, LDB, dw2, dw1, da, use_prev ? dp : NULL, r, VL, NQ, NULL, NULL, NULL);
         CK(cudaMemcpy(gotL, dL, sizeof(float) * NQ * LDB, cudaMemcpyDeviceToHost));
         int badL = 0;
         for (int i = 0; i < NQ * LDB; i++) badL += memcmp(&gotL[i], &want[i], sizeof(float)) != 0;
@@ -216,7 +217,7 @@ static void test_kernels(void) {
         flint_drafter_cuda_markov_conf(NULL, r, dw1, da, use_prev ? dp : NULL, dc1, KC, kc, dcw, cb, cm, dhf, HC, HC, NQ,
                                        NULL);
         const flint_drafter_conf_args ca = {dc2, KC, kc, dcw, cb, cm, dhf, HC, HC};
-        flint_drafter_cuda_markov_bias(dL, LDB, dw2, dw1, da, use_prev ? dp : NULL, r, VL, NQ, &ca, NULL);
+        flint_drafter_cuda_markov_bias(dL, LDB, dw2, dw1, da, use_prev ? dp : NULL, r, VL, NQ, &ca, NULL, NULL);
         CK(cudaMemcpy(gotL, dL, sizeof(float) * NQ * LDB, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(c1, dc1, sizeof(float) * NQ * KC, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(c2, dc2, sizeof(float) * NQ * KC, cudaMemcpyDeviceToHost));
@@ -226,6 +227,62 @@ static void test_kernels(void) {
         CHECKF(badF == 0 && badC == 0, "markov_bias with the confidence head, variant %d: %d bias values, %d "
                "confidences differ", variant, badF, badC);
         cudaFree(dhf), cudaFree(dcw), cudaFree(dc1), cudaFree(dc2), free(hf), free(cw);
+        /* with the greedy rows' argmax candidates: the same bias; each 32 entries' candidate the
+         * argmax of the stored values (largest, lowest index, NaN never: -inf and INT_MAX when all
+         * are NaN); the draft sampler's greedy tokens from the candidates those it takes from the
+         * rows. Rows 0-2 made hard: +inf at 900 and 7 (token 7), all NaN (token 0), all -inf (0). */
+        {
+            const int nc = (VL + 31) / 32;
+            float *L2 = malloc(sizeof(float) * NQ * LDB), *exp2 = malloc(sizeof(float) * NQ * LDB);
+            int32_t *cand = malloc(sizeof(int32_t) * 2 * NQ * nc), t1[45], t2[45];
+            memcpy(L2, L, sizeof(float) * NQ * LDB);
+            memcpy(exp2, want, sizeof(float) * NQ * LDB);
+            L2[900] = L2[7] = exp2[900] = exp2[7] = INFINITY;
+            for (int v = 0; v < VL; v++) {
+                L2[LDB + v] = exp2[LDB + v] = NAN;
+                L2[2 * LDB + v] = exp2[2 * LDB + v] = -INFINITY;
+            }
+            int32_t *dcand = dalloc(sizeof(int32_t) * 2 * NQ * nc), *dt1 = dalloc(sizeof t1), *dt2 = dalloc(sizeof t2);
+            float temp0[45] = {0}, *dT = dalloc(sizeof temp0);
+            uint64_t sd[45];
+            int64_t ps[45];
+            for (int i = 0; i < NQ; i++) sd[i] = 11 + i, ps[i] = 100 + i;
+            uint64_t *dsd = dalloc(sizeof sd);
+            int64_t *dps = dalloc(sizeof ps);
+            CK(cudaMemcpy(dT, temp0, sizeof temp0, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(dsd, sd, sizeof sd, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(dps, ps, sizeof ps, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(dL, L2, sizeof(float) * NQ * LDB, cudaMemcpyHostToDevice));
+            flint_drafter_cuda_markov_bias(dL, LDB, dw2, dw1, da, use_prev ? dp : NULL, r, VL, NQ, NULL, dcand, NULL);
+            flint_cuda_draft_sample_cand(dt1, NULL, 0, dL, LDB, NQ, VL, dT, NULL, dsd, dps, dcand, nc, NULL, NULL);
+            flint_cuda_draft_sample(dt2, NULL, 0, dL, LDB, NQ, VL, dT, NULL, dsd, dps, NULL, NULL);
+            CK(cudaMemcpy(gotL, dL, sizeof(float) * NQ * LDB, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(cand, dcand, sizeof(int32_t) * 2 * NQ * nc, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(t1, dt1, sizeof(int32_t) * NQ, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(t2, dt2, sizeof(int32_t) * NQ, cudaMemcpyDeviceToHost));
+            int badV = 0, badK = 0, badT = 0;
+            for (int i = 0; i < NQ * LDB; i++) /* NaN's bits: the GPU's canonical one */
+                badV += isnan(exp2[i]) ? !isnan(gotL[i]) : memcmp(&gotL[i], &exp2[i], sizeof(float)) != 0;
+            for (int i = 0; i < NQ; i++) {
+                for (int q = 0; q < nc; q++) {
+                    float bv = -INFINITY;
+                    int bi = 2147483647;
+                    for (int v = 32 * q; v < VL && v < 32 * q + 32; v++) {
+                        const float y = gotL[(size_t)i * LDB + v];
+                        if (y == y && (y > bv || (y == bv && v < bi))) bv = y, bi = v;
+                    }
+                    float cv;
+                    memcpy(&cv, &cand[2 * ((size_t)i * nc + q)], sizeof cv);
+                    badK += memcmp(&cv, &bv, sizeof cv) != 0 || cand[2 * ((size_t)i * nc + q) + 1] != bi;
+                }
+                badT += t1[i] != t2[i];
+            }
+            CHECKF(badV == 0 && badK == 0 && badT == 0 && t1[0] == 7 && t1[1] == 0 && t1[2] == 0,
+                   "markov_bias candidates, variant %d: %d bias values, %d candidates, %d greedy tokens differ; "
+                   "hard rows' tokens %d %d %d (want 7 0 0)", variant, badV, badK, badT, t1[0], t1[1], t1[2]);
+            cudaFree(dcand), cudaFree(dt1), cudaFree(dt2), cudaFree(dT), cudaFree(dsd), cudaFree(dps);
+            free(L2), free(exp2), free(cand);
+        }
         cudaFree(dw1), cudaFree(dw2), cudaFree(dL), cudaFree(da), cudaFree(dp);
         free(w1), free(w2), free(L), free(want), free(gotL);
     }
