@@ -29,7 +29,9 @@
  * place into U's slot-k rows by markov_bias_kernel (U + W2 e, the CPU's order of the two
  * terms), so those rows become the corrected logits L_k; a reduced vocabulary
  * is scattered into target ids (-inf elsewhere); flint_cuda_draft_sample draws x_k (argmax when
- * greedy) and writes q_k. Every kernel is batch-invariant, so a request's drafts, logits and
+ * greedy: with a full vocabulary from the bias kernel's per-32-entry candidates, which give the
+ * same argmax, flint_cuda_draft_sample_cand) and writes q_k. Every kernel is batch-invariant, so a
+ * request's drafts, logits and
  * confidences do not depend on the other requests of the call.
  *
  * Numerics (tolerances measured in tests/test_drafter_cuda.c): weights and context K/V bf16
