@@ -31,8 +31,7 @@
  * is scattered into target ids (-inf elsewhere); flint_cuda_draft_sample draws x_k (argmax when
  * greedy: with a full vocabulary from the bias kernel's per-32-entry candidates, which give the
  * same argmax, flint_cuda_draft_sample_cand) and writes q_k. Every kernel is batch-invariant, so a
- * request's drafts, logits and
- * confidences do not depend on the other requests of the call.
+ * request's drafts, logits and confidences do not depend on the other requests of the call.
  *
  * Numerics (tolerances measured in tests/test_drafter_cuda.c): weights and context K/V bf16
  * (checkpoints are bf16, so only the shared LM head of an fp32 target and the cache are rounded);
@@ -254,7 +253,8 @@ markov_bias_kernel(float *L, size_t ld, const uint16_t *w2, const uint16_t *w1, 
     }
     if (stage) asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
-    if (v - (int)(threadIdx.x & 31) >= Vd) return; /* whole warps past the vocabulary (candidates: warp shuffles) */
+    /* whole warps past the vocabulary leave; the rest stay together for the candidates' shuffles */
+    if (v - (int)(threadIdx.x & 31) >= Vd) return;
     const int live = v < Vd;
     if (!live) v = Vd - 1; /* a row that exists; its loads only, never its stores */
     const uint16_t *wr = w2 + (size_t)v * r, *wsr = w_s + (size_t)threadIdx.x * rs;

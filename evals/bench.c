@@ -385,8 +385,8 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
             for (int i = 0; i < n_rows; i++) {
                 const flint_host_time *h = &rows[i].host;
                 const double n = h->steps > 0 ? 1e-3 * (double)h->steps : 1;
-                printf("%6d %3d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", rows[i].b, rows[i].k, h->host_ms / n,
-                       h->draft_ms / n, h->forward_ms / n, h->accept_ms / n, h->encode_ms / n,
+                printf("%6d %3d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", rows[i].b, rows[i].k,
+                       h->host_ms / n, h->draft_ms / n, h->forward_ms / n, h->accept_ms / n, h->encode_ms / n,
                        (h->host_ms - h->draft_ms - h->forward_ms - h->accept_ms - h->encode_ms) / n, h->stage_ms / n,
                        h->launch_ms / n);
             }
