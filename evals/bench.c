@@ -218,7 +218,7 @@ done:
 }
 
 int flint_bench_run(const flint_bench_options *o, flint_err *err) {
-    flint_target_cuda_tuning(o->gemm_pdl, o->gemm_wgmma, o->kernel_pdl);
+    flint_target_cuda_tuning(o->gemm_pdl, o->gemm_wgmma, o->kernel_pdl, o->gemm_early);
 #ifdef FLINT_HAVE_CUDA
     flint_cuda_sampler_set_pdl(o->kernel_pdl); /* the sampler's kernels follow the others' setting */
 #endif

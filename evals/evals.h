@@ -106,6 +106,7 @@ typedef struct flint_bench_options {
     const char *cuda_graph_sizes; /* CUDA: the captured forwards' row counts ("1,2,4,..."; NULL: default) */
     int gemm_pdl;                /* CUDA GEMMs' programmatic dependent launch (flint_target_cuda_tuning); -1: default */
     int kernel_pdl;              /* the other CUDA kernels' programmatic dependent launch (flint_target_cuda_tuning); -1: default */
+    int gemm_early;              /* CUDA: short GEMMs start their successors early (tuning); -1: default */
     int gemm_wgmma;              /* CUDA GEMMs' wgmma path for M > 32 (flint_target_cuda_tuning); -1: default */
     int profile;                 /* engine mode: a second pass per point with the engine's step profile
                                   * (time per phase, the device waited for after each) */

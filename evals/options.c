@@ -186,6 +186,7 @@ void flint_bench_options_default(flint_bench_options *o) {
     o->gemm_pdl = -1;
     o->kernel_pdl = -1;
     o->gemm_wgmma = -1;
+    o->gemm_early = -1;
 }
 
 static const char *const bench_value_flags[] = {
@@ -193,7 +194,7 @@ static const char *const bench_value_flags[] = {
     "--context", "--warmup", "--steps", "--rounds", "--temperature", "--top-p", "--top-k", "--min-p", "--seed", "--dataset",
     "--data-dir", "--threads", "--output", "--device", "--load-format", "--model-shape", "--q", "--baseline",
     "--tensor-parallel-size", "--gemm-pdl", "--kernel-pdl", "--gemm-wgmma", "--cuda-graph-sizes", "--max-model-len",
-    NULL};
+    "--gemm-early", NULL};
 
 int flint_bench_option_kind(const char *flag) {
     if (in_list(bench_value_flags, flag)) return 1;
@@ -224,6 +225,7 @@ int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v
     else if (!strcmp(f, "--gemm-pdl")) return get_int(f, v, 0, 1, &o->gemm_pdl, err);
     else if (!strcmp(f, "--kernel-pdl")) return get_int(f, v, 0, 1, &o->kernel_pdl, err);
     else if (!strcmp(f, "--gemm-wgmma")) return get_int(f, v, 0, 1, &o->gemm_wgmma, err);
+    else if (!strcmp(f, "--gemm-early")) return get_int(f, v, 0, 1, &o->gemm_early, err);
     else if (!strcmp(f, "--cuda-graph-sizes")) {
         flint_engine_options probe;
         if (flint_graph_sizes_parse(v, &probe, err)) return -1;

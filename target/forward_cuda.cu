@@ -264,8 +264,8 @@ static int fill_dummy(flint_target *t, struct flint_target_cuda *g, flint_err *e
     return 0;
 }
 
-void flint_target_cuda_tuning(int pdl, int wgmma, int kernel_pdl) {
-    flint_cuda_gemm_configure(pdl, wgmma);
+void flint_target_cuda_tuning(int pdl, int wgmma, int kernel_pdl, int gemm_early) {
+    flint_cuda_gemm_configure(pdl, wgmma, gemm_early);
     flint_cuda_kernel_pdl_configure(kernel_pdl);
 }
 

@@ -174,11 +174,14 @@ static __device__ __forceinline__ uint4 tc_load_w(const uint16_t *wt, int ok, in
 /* red: the K warps' partials, [NT][TC_KW - 1][MT * 4][32] floats (declared per kernel, sized to it).
  * w is packed; vec is about x only (its rows 16-byte aligned, K % 8 == 0). The weights are read
  * once per launch, so they stream past L1 (evict-first) and x stays cached. The first step's
- * weights are requested before pdl_wait: they do not depend on the kernel before. */
+ * weights are requested before pdl_wait: they do not depend on the kernel before. vec bit 1: a
+ * short GEMM (gemm_early). */
 static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ldy, const uint16_t *x, int ldx,
                                                     const uint16_t *w, int M, int N, int K, int accumulate, int vec,
                                                     int n_split, const int MT, const int NT, const int U,
                                                     const int PX) {
+    const int early = vec & 2; /* a short GEMM (gemm_early) */
+    vec &= 1;
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     const int kw = wid % TC_KW, nt = wid / TC_KW;
     const int g = lane >> 2, t = lane & 3;
@@ -211,6 +214,9 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
         cb[u] = tc_load_w(wt + 256, okt && in, j);
     }
     pdl_wait(); /* x and y come from the kernels before */
+    /* a short GEMM lets the kernel after it start now: after the wait, so that everything before
+     * this GEMM has finished by then (what kernels read before their own wait: uploads, tables) */
+    if (early) pdl_trigger();
     if (PX) {
 #pragma unroll
         for (int u = 0; u < TC_MAX_U; u++) {
@@ -266,9 +272,10 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
         }
     }
 
-    /* No pdl_trigger here: the kernel after a GEMM is scheduled when the GEMM's blocks exit. A
-     * trigger before this epilogue (session 19) made the whole chain up to the next GEMM resident
-     * early and cost qwen3-8b 1-11% at 1-8 rows (batch 8 x q 1: 5.33 -> 5.93 ms). */
+    /* No pdl_trigger here: the kernel after a long GEMM is scheduled when the GEMM's blocks exit.
+     * A trigger before this epilogue (session 19) made the whole chain up to the next GEMM resident
+     * early and cost qwen3-8b 1-11% at 1-8 rows (batch 8 x q 1: 5.33 -> 5.93 ms). Short GEMMs
+     * trigger after their wait instead (vec bit 1, gemm_early). */
     gemm_tc_epilogue(red, acc, y, ldy, M, N, accumulate, MT, m0, n0, nt, kw, lane);
 }
 
@@ -1016,10 +1023,28 @@ static int g_pdl = 1, g_wgmma = 1;
 #define FLINT_TCW_BUILT 0
 #endif
 
-void flint_cuda_gemm_configure(int pdl, int wgmma) {
+static int g_early = 1;
+
+void flint_cuda_gemm_configure(int pdl, int wgmma, int early) {
     if (pdl >= 0) g_pdl = pdl != 0;
     if (wgmma >= 0) g_wgmma = wgmma != 0;
+    if (early >= 0) g_early = early != 0;
 }
+
+/* A GEMM whose weights take about as long to stream as a launch takes to start (<= 8 MB: 2 us at
+ * 4.3 TB/s; every GEMM of the embedded pair, none of qwen3-8b's) lets the kernel after it be
+ * scheduled once its own wait returned (pdl_trigger) instead of when its blocks exit, so that
+ * kernel's launch and prologue (a GEMM's first weights) hide under this one. Not before its wait:
+ * kernels read uploads (positions, block tables) before their own wait, trusting that everything
+ * before the last GEMM has finished; a trigger at the top let them run ahead of the upload kernels
+ * (greedy speculation != target-only in test_target_cuda). The register path only (M <= 32, and
+ * narrow layers at 65..128 rows): the block tiles launch without the attribute (cluster_launch).
+ * Where the weights are long to stream, early successors only hold multiprocessors (session 19:
+ * qwen3-8b 1-11% slower at 1-8 rows). Measured (H200, embedded pair, session 26, same call):
+ * batch 1 K = 7 0.360 -> 0.339 ms, K = 0 0.226 -> 0.210, batch 2 K = 7 0.452 -> 0.417, batch 8
+ * K = 3 0.525 -> 0.494; batch 8 K = 7 and batches 32-64 (block tiles) unchanged. */
+#define GEMM_EARLY_BYTES ((size_t)8 << 20)
+static int gemm_early(int N, int K) { return g_early && g_pdl && (size_t)N * K * 2 <= GEMM_EARLY_BYTES; }
 typedef struct gemm_tc_variant {
     int mt, nt, u, px, st; /* st: tcb's and tcw's stages */
     int wn, wm, tn, tm;    /* wn > 0: the block-tile path (tcb), wn x wm warps of tn x tm MMA tiles */
@@ -1087,7 +1112,8 @@ static void smem_prepare(const gemm_tc_variant *v) {
 /* tcb and tcw: grid (m tiles of bm rows, n tiles of bn outputs, n_split), the n_split blocks of a
  * tile in one cluster, v's shared memory. No programmatic dependent launch: the block tiles
  * measured 1-6% slower with it at 33-512 rows (their early blocks hold shared memory while the
- * kernel before still runs). */
+ * kernel before still runs); at the embedded pair's sizes it was mixed (session 26: batch 8 K = 7
+ * 0.640 -> 0.632 ms, batch 32 K = 7 0.882 -> 0.900). */
 static void cluster_launch(const gemm_tc_variant *v, int M, int N, int bm, int bn, int threads, int n_split,
                            void **args, flint_cuda_stream s) {
     cudaLaunchConfig_t cfg;
@@ -1213,7 +1239,8 @@ static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
         cfg.attrs = attr;
         cfg.numAttrs = 1;
     }
-    void *args[] = {&y, &ldy, &x, &ldx, &w, &M, &N, &K, &accumulate, (void *)&vec, &n_split};
+    const int flags = vec | 2 * gemm_early(N, K);
+    void *args[] = {&y, &ldy, &x, &ldx, &w, &M, &N, &K, &accumulate, (void *)&flags, &n_split};
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, (const void *)(accumulate == GEMM_EPI_GLU ? v->fn_glu : v->fn), args));
 }
 

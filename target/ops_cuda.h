@@ -175,9 +175,10 @@ void flint_cuda_gemm_init(void);
  * (M <= 32, and 65..128 rows of narrow layers) with programmatic dependent launch: each starts
  * during the kernel before, streaming its first weights, and waits for it before reading
  * activations; 0 plain launches. wgmma 1 (the default, where the build has sm_90a) runs M > 32
- * on the warpgroup path (wgmma), 0 on the mma.sync block tiles. Negative keeps a setting. Neither
- * changes a bit of any result: for the lab and A/B benchmarks. */
-void flint_cuda_gemm_configure(int pdl, int wgmma);
+ * on the warpgroup path (wgmma), 0 on the mma.sync block tiles. early 1 (the default) lets a GEMM
+ * of <= 8 MB of weights start the kernel after it at once (gemm_cuda.cu, gemm_early); 0 never.
+ * Negative keeps a setting. None changes a bit of any result: for the lab and A/B benchmarks. */
+void flint_cuda_gemm_configure(int pdl, int wgmma, int early);
 /* The other kernels of the forwards (norms, RoPE, attention, SwiGLU, the drafter's): 1 (the
  * default) launches them with programmatic dependent launch too: each may be scheduled while the
  * kernel before it runs and waits for it (griddepcontrol.wait) before touching memory, so the gap

@@ -70,7 +70,9 @@ int flint_target_debug_fill_kv(flint_target *t, uint64_t seed, flint_err *err) {
     (void)t, (void)seed;
     return flint_err_set(err, FLINT_ERR_UNSUPPORTED, "target: no CUDA backend in this build");
 }
-void flint_target_cuda_tuning(int pdl, int wgmma, int kernel_pdl) { (void)pdl, (void)wgmma, (void)kernel_pdl; }
+void flint_target_cuda_tuning(int pdl, int wgmma, int kernel_pdl, int gemm_early) {
+    (void)pdl, (void)wgmma, (void)kernel_pdl, (void)gemm_early;
+}
 #endif
 
 /* Fill in the zeros (defaults that depend on the model) and refuse what cannot work. */

@@ -231,9 +231,10 @@ int flint_target_debug_tp_exchange(flint_target *t, int rows, int reps, double *
 /* Benchmarks: the kernels' launch tuning for the whole process (ops_cuda.h,
  * flint_cuda_gemm_configure: the GEMMs' programmatic dependent launch on (1) or off (0), the wgmma
  * path for M > 32 on (1) or off (0); flint_cuda_kernel_pdl_configure: the other kernels'
- * programmatic dependent launch; negative keeps a setting). Results are the same bits either way.
+ * programmatic dependent launch; gemm_early: short GEMMs starting their successors at once;
+ * negative keeps a setting). Results are the same bits either way.
  * No-op without CUDA. */
-void flint_target_cuda_tuning(int pdl, int wgmma, int kernel_pdl);
+void flint_target_cuda_tuning(int pdl, int wgmma, int kernel_pdl, int gemm_early);
 /* Device memory held by the CUDA forward (0 on the CPU). */
 size_t flint_target_device_bytes(const flint_target *t);
 /* The options as resolved at open (no zeros left: max_len, kv_blocks, n_threads filled in). */

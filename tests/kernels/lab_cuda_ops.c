@@ -128,7 +128,7 @@ void lab_gemm_small(void) {
         for (int mi = 0; mi < 4; mi++)
             for (int pdl = 0; pdl < 2; pdl++) {
                 const int M = ms[mi], v = M <= 8 ? 0 : M <= 16 ? 1 : 2;
-                flint_cuda_gemm_configure(pdl, -1);
+                flint_cuda_gemm_configure(pdl, -1, -1);
                 double us = time_gemm(v, lw.y, lw.x, lw.packed, lw.packed_bytes, lw.copies, M, N, K);
                 double bytes = (double)lw.raw_bytes + (double)M * K * 2 + (double)M * N * 4;
                 printf("%5d %6d %6d %4d %10.1f %7.2f %8.2f\n", M, N, K, pdl, us, bytes / us * 1e-6,
@@ -136,7 +136,7 @@ void lab_gemm_small(void) {
             }
         lab_w_free(&lw);
     }
-    flint_cuda_gemm_configure(1, 1); /* the default */
+    flint_cuda_gemm_configure(1, 1, -1); /* the default */
 }
 
 /* us per launch of a->n_rows rows after 3 warm-up launches, the launches rotating over `sets`

@@ -646,10 +646,10 @@ static void test_gemm_tc_variants_k(int N, int K, int ldx, int ldy, int accumula
     dbuf dx = dnew_up(xh, sizeof(uint16_t) * MB * ldx), dw0 = dnew_up(wh, sizeof(uint16_t) * N * K);
     dbuf dw = dpack(&dw0, N, K);
     dbuf d1 = dnew_up(y0, ybytes), dm = dnew(ybytes);
-    flint_cuda_gemm_configure(0, 0); /* the reference: plain launches, no wgmma (the variants hold it) */
+    flint_cuda_gemm_configure(0, 0, -1); /* the reference: plain launches, no wgmma (the variants hold it) */
     flint_cuda_gemm_tc_split(d1.p, ldy, dx.p, ldx, dw.p, MB, N, K, accumulate, n_split, NULL);
     down(want, &d1);
-    flint_cuda_gemm_configure(1, 1); /* the variants: programmatic dependent launches */
+    flint_cuda_gemm_configure(1, 1, -1); /* the variants: programmatic dependent launches */
     for (int v = 0; v < flint_cuda_gemm_tc_variants(); v++) {
         size_t bad = 0, nf = 0, total = 0;
         int untouched = 1;
@@ -737,11 +737,11 @@ static void test_gemm_tc_glu(int I, int K, int ldx, int ldo, const int *ms, int 
     dbuf dx = dnew_up(xh, sizeof(uint16_t) * MB * ldx), dw0 = dnew_up(wh, sizeof(uint16_t) * N * K);
     dbuf dw = dpack(&dw0, N, K), dwg = dnew_up(wg, sizeof(uint16_t) * pe);
     dbuf dy = dnew(sizeof(float) * MB * N), dref = dnew_up(o0, obytes), dm = dnew(obytes);
-    flint_cuda_gemm_configure(0, 0);
+    flint_cuda_gemm_configure(0, 0, -1);
     flint_cuda_gemm_tc(dy.p, N, dx.p, ldx, dw.p, MB, N, K, 0, NULL);
     flint_cuda_swiglu(dref.p, ldo, dy.p, N, MB, I, NULL);
     down(want, &dref);
-    flint_cuda_gemm_configure(1, 1);
+    flint_cuda_gemm_configure(1, 1, -1);
     for (int v = -1; v < flint_cuda_gemm_tc_variants(); v++) { /* -1: flint_cuda_gemm_tc_glu */
         size_t bad = 0, nf = 0, total = 0;
         int untouched = 1;
