@@ -445,6 +445,12 @@ struct flint_drafter_cuda {
     int32_t *h_seq_map;         /* [max_tables] caller sequence of each renumbered one, */
     int32_t *h_need;            /* its table entries staged so far, */
     int stage_prev, stage_k;    /* and the last one staged: the call's first stage_table resets them */
+    /* the renumbered slot of each caller sequence id < slot_cap in this call: h_slot[sq] is valid
+     * when h_slot_gen[sq] == stage_gen (a stamp per call, nothing cleared between calls; ids past
+     * slot_cap are searched), as the target's stage_batch */
+    int32_t *h_slot;
+    uint32_t *h_slot_gen, stage_gen;
+    int slot_cap;
     /* Held encode rows (flint_drafter_ctx_batch.defer): their taps gathered into taps_b[0, n_held)
      * on the target's stream, their K/V computed by the next flush (hold_encode, flush_held) */
     int n_held;
@@ -674,6 +680,10 @@ int flint_drafter_cuda_init(flint_drafter *d, const flint_target *t, int own_emb
     g->held_seq = (int32_t *)flint_xmalloc(sizeof(int32_t) * C);
     g->h_seq_map = (int32_t *)flint_xmalloc(sizeof(int32_t) * (size_t)g->max_tables);
     g->h_need = (int32_t *)flint_xmalloc(sizeof(int32_t) * (size_t)g->max_tables);
+    g->slot_cap = g->max_tables + 1; /* the engine's sessions: ids below its max_seqs (<= max_reqs) */
+    g->h_slot = (int32_t *)flint_xmalloc(sizeof(int32_t) * (size_t)g->slot_cap);
+    g->h_slot_gen = (uint32_t *)flint_xcalloc((size_t)g->slot_cap, sizeof(uint32_t));
+    g->stage_gen = 0;
     CUDA_OK(cudaEventCreateWithFlags(&g->staged, cudaEventDisableTiming), "event");
     int prio_low = 0, prio_high = 0;
     CUDA_OK(cudaDeviceGetStreamPriorityRange(&prio_low, &prio_high), "stream priorities");
@@ -750,6 +760,8 @@ void flint_drafter_cuda_free(flint_drafter *d) {
     free(g->layers);
     free(g->h_seq_map);
     free(g->h_need);
+    free(g->h_slot);
+    free(g->h_slot_gen);
     free(g->held_pos);
     free(g->held_seq);
     free(g);
@@ -887,11 +899,24 @@ static void markov_device(flint_drafter *d, int n_reqs, int n_steps, const int32
 static int stage_table(struct flint_drafter_cuda *g, int *n_used, int32_t seq, const int32_t *bt, int need) {
     /* host time between launches is GPU idle time: a sequence's rows are adjacent (one search per
      * sequence), and each table entry is copied once (as the target's forward) */
-    if (*n_used == 0) g->stage_prev = -1;
+    if (*n_used == 0) {
+        g->stage_prev = -1;
+        if (++g->stage_gen == 0) { /* the stamp wrapped: forget every old one */
+            memset(g->h_slot_gen, 0, sizeof(uint32_t) * (size_t)g->slot_cap);
+            g->stage_gen = 1;
+        }
+    }
     int k = g->stage_k;
     if (seq != g->stage_prev) {
-        for (k = 0; k < *n_used && g->h_seq_map[k] != seq; k++) {}
-        if (k == *n_used) g->h_seq_map[(*n_used)++] = seq, g->h_need[k] = 0;
+        /* by the stamped map (a draft's requests are distinct sequences: a search per request
+         * was quadratic in the batch), else a search */
+        if (seq >= 0 && seq < g->slot_cap) k = g->h_slot_gen[seq] == g->stage_gen ? g->h_slot[seq] : *n_used;
+        else
+            for (k = 0; k < *n_used && g->h_seq_map[k] != seq; k++) {}
+        if (k == *n_used) {
+            g->h_seq_map[(*n_used)++] = seq, g->h_need[k] = 0;
+            if (seq >= 0 && seq < g->slot_cap) g->h_slot[seq] = k, g->h_slot_gen[seq] = g->stage_gen;
+        }
         g->stage_prev = seq, g->stage_k = k;
     }
     FLINT_ASSERT(*n_used <= g->max_tables && need <= g->bt_stride);
