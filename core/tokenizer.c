@@ -629,6 +629,7 @@ void flint_tokenizer_close(flint_tokenizer *t) {
     free(t->bl_pool);
     free(t->bl_off);
     free(t->bl_len);
+    free(t->bl_whole);
     free(t->chat_template);
     free(t->path);
     free(t);

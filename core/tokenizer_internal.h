@@ -217,6 +217,7 @@ struct flint_tokenizer {
      * nobody owns; NULL otherwise) */
     char *bl_pool;
     uint32_t *bl_off, *bl_len;
+    unsigned char *bl_whole; /* 1: the id's bytes are whole valid UTF-8 (the push's copy-only case) */
 
     int32_t bos_id, eos_id;
     char *chat_template;
