@@ -59,7 +59,7 @@ static void usage(FILE *f) {
             "  --kernel-pdl 0|1            cuda: the same for the other kernels (norms, attention, ...; default 1)\n"
             "  --gemm-wgmma 0|1            cuda: the wgmma GEMM for more than 32 rows (default 1 where built for\n"
             "                              sm_90a), for A/B runs\n"
-            "  --gemm-early 0|1            cuda: GEMMs of <= 8 MB of weights start the kernel after them at once\n"
+            "  --gemm-early 0|1            cuda: GEMMs of <= 8 MB of weights start the kernel after them early\n"
             "                              (default 1), for A/B runs\n"
             "  --profile                   engine mode: also time each phase of a step (prefill, draft, verify,\n"
             "                              accept, encode, host), in a separate pass that waits for the GPU per phase\n"
