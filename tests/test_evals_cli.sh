@@ -199,6 +199,8 @@ k1 = two["rows"][1]   # every draft accepted in both rounds: 2 tokens a request 
 assert k1["measured_acceptance_length"] == 2 and k1["tokens_per_step"] == 4, k1
 for r in two["rows"] + real["rows"]:   # the engine's host time, on the CPU the whole step
     assert 0 < r["host_us_per_step"] <= 1e3 * r["mean_step_ms"] * 1.05, r
+    # per step the host's part of the step's wall time, so its median is at most the step's
+    assert 0 < r["host_us_median"] <= 1e3 * r["median_step_ms"] * 1.05, r
 r = ET.parse(f"{d}/b1.svg").getroot()
 assert len(r.findall(".//{http://www.w3.org/2000/svg}polyline")) == 3   # K = 0, 2, 4
 print("bench grid, baseline, synthetic acceptance")
