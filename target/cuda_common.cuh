@@ -14,6 +14,7 @@
 
 #include "core/status.h"       /* FLINT_ASSERT */
 #include "target/ops_cuda.h"   /* the launchers, flint_cuda_attn */
+#include "target/gemm_layout.cuh"
 
 #define CUDA_CHECK(expr)                                                                            \
     do {                                                                                            \

@@ -26,6 +26,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "target/ops_cuda.h"
+#include "target/gemm_layout.cuh"
 #include "target/graph_pool.h"
 #include "target/target_internal.h"
 
@@ -184,8 +185,9 @@ __global__ void fill_packed_kernel(uint16_t *p, int N, int K, int r_lo, int rows
     const size_t n_el = (size_t)((N + 15) / 16) * nJ * 512;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += (size_t)gridDim.x * blockDim.x) {
         const size_t tile = i / 512;
-        const int c = (int)(i % 512) / 8, e = (int)(i % 8), h = c / 32, g = (c / 4) % 8, t = c % 4;
-        const int pn = 16 * (int)(tile / nJ) + g + 8 * h, k = 32 * (int)(tile % nJ) + 8 * t + e;
+        int rr, kk;
+        gemm_tile_rk((int)(i % 512), &rr, &kk);
+        const int pn = 16 * (int)(tile / nJ) + rr, k = 32 * (int)(tile % nJ) + kk;
         if (pn >= N || k >= K) {
             p[i] = 0;
             continue;

@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "target/cuda_common.cuh"
+#include "target/wgmma.cuh" /* the epilogue modes, mbarriers, bulk copies, wgmma (TCW_HAVE), tss */
 
 /* ==== Tensor-core GEMM: y (+)= x W^T with mma.sync m16n8k16 bf16 -> fp32 ====
  * Operands swapped: W is the MMA's A (16 rows = 16 outputs n, row-major along k) and x the MMA's
@@ -41,9 +42,7 @@
  * column n / 16 * 8 + n % 8, and y is really a bf16 matrix [M][ldy] that gets
  * swiglu_bf16(gate, up) there: the swiglu kernel's bits, one launch and the fp32 [M][2 I]
  * round trip fewer. Every output is still computed in the one order below first. */
-#define GEMM_EPI_STORE 0
-#define GEMM_EPI_ADD 1
-#define GEMM_EPI_GLU 2
+/* GEMM_EPI_STORE 0, GEMM_EPI_ADD 1, GEMM_EPI_GLU 2: target/wgmma.cuh */
 
 #define TC_KW 4      /* warps splitting K, per n tile of 16 */
 #define TC_MAX_MT 8  /* m tiles of 8 rows per warp */
@@ -111,21 +110,26 @@ static __device__ __forceinline__ void gemm_tc_epilogue(float *red, float acc[TC
     }
 }
 
-/* ==== Packed weights: the register path's fragments laid out in load order ====
+/* ==== Packed weights: tiles of 16 rows x k32 in load order ====
  * In a row-major W, a warp's load of rows g, g + 8 at k32 block j touches 8 rows x 64 bytes,
  * rows K * 2 bytes apart, and the small-M GEMMs ran at 1.7-3.1 TB/s (lab, docs/benchmarks.md).
- * Packed, tile (n tile nt, block j) is 1 KB at element (nt * nJ + j) * 512, nJ = ceil(K / 32):
- * chunk c = 32 h + 4 g + t (8 elements) holds row 16 nt + g + 8 h, elements 32 j + 8 t .. + 7
- * (zeros past N or K). A warp then gets the same fragments from two 512-byte contiguous loads and
- * streams its quarter as one contiguous run (2.9-4.2 TB/s); the operands, hence the bits, are
- * those of the row-major layout. The block tiles copy the same 16-byte chunks into shared memory
- * from their packed places. Rows 16 r0 .. of a packed matrix start at element r0 * nJ * 512. */
-static __global__ void gemm_pack_kernel(uint16_t *p, const uint16_t *w, int N, int K, int nJ, size_t n_chunks) {
-    for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < n_chunks; c += (size_t)gridDim.x * blockDim.x) {
-        const size_t tile = c / 64;
-        const int in = (int)(c % 64), h = in / 32, g = (in / 4) % 8, t = in % 4;
-        const int nt = (int)(tile / nJ), j = (int)(tile % nJ), n = 16 * nt + g + 8 * h, k0 = 32 * j + 8 * t;
-        for (int e = 0; e < 8; e++) p[c * 8 + e] = n < N && k0 + e < K ? w[(size_t)n * K + k0 + e] : 0;
+ * Packed, tile (n tile nt, block j) is 1 KB at element (nt * nJ + j) * 512, nJ = ceil(K / 32),
+ * holding rows 16 nt .. + 15 and elements 32 j .. + 31 (zeros past N or K) at gemm_tile_elem
+ * (cuda_common.cuh): for each row half and MMA h, two core matrices (8 rows x 16 bytes: the
+ * MMA's k slots 0-7 and 8-15 of each row, in the order below). The register path's lane (g, t)
+ * takes its 8 A words of a block with 4-byte loads (each a warp's 128 contiguous bytes) and a
+ * warp streams its quarter as one contiguous run; the block tiles copy the same words into
+ * shared memory; the warpgroup paths copy whole tiles and hand wgmma their core matrices as they
+ * lie (tss: no register ever holds W). The operands, hence the bits, are those of the row-major
+ * layout. Rows 16 r0 .. of a packed matrix start at element r0 * nJ * 512. (Until session 28 a
+ * tile held 16-byte chunks in the register path's fragment order, which wgmma cannot read.) */
+static __global__ void gemm_pack_kernel(uint16_t *p, const uint16_t *w, int N, int K, int nJ, size_t n_el) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t tile = i / 512;
+        int rr, kk;
+        gemm_tile_rk((int)(i % 512), &rr, &kk);
+        const int n = 16 * (int)(tile / nJ) + rr, k = 32 * (int)(tile % nJ) + kk;
+        p[i] = n < N && k < K ? w[(size_t)n * K + k] : 0;
     }
 }
 
@@ -142,11 +146,12 @@ int flint_cuda_gemm_glu_row(int p, int I) { return (p % 16 < 8 ? 0 : I) + 8 * (p
 static void pack_rows_host(uint16_t *dst, const float *w, int tile_row, int N, int K, int glu_i) {
     const int nJ = (K + 31) / 32;
     for (int j = 0; j < nJ; j++)
-        for (int c = 0; c < 64; c++) {
-            const int h = c / 32, g = (c / 4) % 8, t = c % 4, n = 16 * tile_row + g + 8 * h, k0 = 32 * j + 8 * t;
+        for (int q = 0; q < 512; q++) {
+            int rr, kk;
+            gemm_tile_rk(q, &rr, &kk);
+            const int n = 16 * tile_row + rr, k = 32 * j + kk;
             const size_t src = (size_t)(glu_i > 0 && n < N ? flint_cuda_gemm_glu_row(n, glu_i) : n);
-            uint16_t *o = dst + ((size_t)j * 64 + c) * 8;
-            for (int e = 0; e < 8; e++) o[e] = n < N && k0 + e < K ? flint_bf16_from_f32(w[src * K + k0 + e]) : 0;
+            dst[(size_t)j * 512 + q] = n < N && k < K ? flint_bf16_from_f32(w[src * K + k]) : 0;
         }
 }
 
@@ -161,14 +166,17 @@ void flint_cuda_gemm_pack_rows_host_glu(uint16_t *dst, const float *w, int tile_
 
 void flint_cuda_gemm_pack(uint16_t *p, const uint16_t *w, int N, int K, flint_cuda_stream s) {
     const int nJ = (K + 31) / 32;
-    const size_t n_chunks = flint_cuda_gemm_packed_elems(N, K) / 8;
-    gemm_pack_kernel<<<1024, 256, 0, s>>>(p, w, N, K, nJ, n_chunks);
+    gemm_pack_kernel<<<1024, 256, 0, s>>>(p, w, N, K, nJ, flint_cuda_gemm_packed_elems(N, K));
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* The lane's 16 bytes of W for k32 block j: packed tiles at wt (zeros when not ok). */
+/* The lane's 4 A words of one row for k32 block j, in the register path's order {MMA 0 a0, MMA 0
+ * a2, MMA 1 a0, MMA 1 a2}: core matrices (h, c) = (0, 0), (0, 1), (1, 0), (1, 1) of the packed
+ * tiles at wt (the lane's word, row half chosen; zeros when not ok). */
 static __device__ __forceinline__ uint4 tc_load_w(const uint16_t *wt, int ok, int j) {
-    return ok ? __ldcs((const uint4 *)(wt + (size_t)j * 512)) : make_uint4(0u, 0u, 0u, 0u);
+    if (!ok) return make_uint4(0u, 0u, 0u, 0u);
+    const unsigned int *p = (const unsigned int *)(wt + (size_t)j * 512);
+    return make_uint4(__ldcs(p), __ldcs(p + 32), __ldcs(p + 64), __ldcs(p + 96));
 }
 
 /* red: the K warps' partials, [NT][TC_KW - 1][MT * 4][32] floats (declared per kernel, sized to it).
@@ -189,9 +197,9 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
     /* k32 blocks, per part; warps past n_split parts add nothing (their partial stays 0) */
     const int nJ = (K + 31) / 32, nq = (nJ + n_split - 1) / n_split;
     const int jb = kw * nq, je = kw < n_split ? min(nJ, jb + nq) : jb;
-    /* this n tile's run of 1 KB tiles; rows g at lane * 8, rows g + 8 at 256 + lane * 8 */
+    /* this n tile's run of 1 KB tiles; row g's words at 8 g + 2 t, row g + 8's at 256 + 8 g + 2 t */
     const int okt = n0 < N;
-    const uint16_t *wt = okt ? w + (size_t)(n0 / 16) * nJ * 512 + lane * 8 : w;
+    const uint16_t *wt = okt ? w + (size_t)(n0 / 16) * nJ * 512 + lane * 2 : w;
     const uint16_t *xr[TC_MAX_MT];
     int okx[TC_MAX_MT];
     float acc[TC_MAX_MT][4];
@@ -383,9 +391,9 @@ static __device__ __forceinline__ float4 ld_cluster_f4(uint32_t a, uint32_t rank
 /* A thread's copies, fixed for the whole K loop (per k32 block u of a stage):
  * - W, 4 bytes: copy i is word wd = lane % 16 (elements 2 wd, 2 wd + 1 of the block) of row half
  *   h = lane / 16 of pair r = warp + NW (i % (8 / NW)), G = i / (8 / NW): W row n0 + warp + 8 h + o
- *   with o = 16 G + NW (i % (8 / NW)), read from its packed place: tile row n0 / 16 + G, chunk
- *   32 h + 4 (warp + NW (i % (8 / NW))) + wd / 4, element 2 (wd % 4) (zeros past N and K are
- *   stored there; tile rows past the matrix are not read);
+ *   with o = 16 G + NW (i % (8 / NW)), read from its packed place: tile row n0 / 16 + G,
+ *   gemm_tile_elem(8 h + warp + NW (i % (8 / NW)), 2 wd) (zeros past N and K are stored there;
+ *   tile rows past the matrix are not read);
  * - x, 8 bytes: copy i is piece pc = lane % 8 (elements 4 pc .. 4 pc + 3) of row half
  *   h = lane / 8 % 2 of pair 2 warp + lane / 16 + 2 NW i (r = that mod 8, constant): x row
  *   m0 + 16 ((2 warp + lane / 16) / 8) + r + 8 h + o with o = 4 NW i.
@@ -420,7 +428,7 @@ static __device__ __forceinline__ void tcb_load_stage(uint32_t dst, const tcb_sr
             if (i >= BN / 2 / NW) break;
             const int rr = NW * (i % RPW), G = i / RPW;
             cp_async4(dst + c->wdst + (8 * G + rr) * 128 * U + 128 * u,
-                      wk + ((ptrdiff_t)min(G, wlim - 1) * nJ * 512 + 32 * rr) * 2, in && G < wlim ? 4 : 0);
+                      wk + ((ptrdiff_t)min(G, wlim - 1) * nJ * 512 + 8 * rr) * 2, in && G < wlim ? 4 : 0);
         }
 #pragma unroll
         for (int i = 0; i < TCB_MAX_COPY; i++) {
@@ -591,7 +599,7 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
     {
         const int wh = lane >> 4, wd = lane & 15;
         src.wlim = (N + 15) / 16 - n0 / 16; /* >= 1: the block's n0 < N */
-        src.w = w + (size_t)(n0 / 16) * nJ * 512 + 8 * (32 * wh + 4 * wid + (wd >> 2)) + 2 * (wd & 3);
+        src.w = w + (size_t)(n0 / 16) * nJ * 512 + gemm_tile_elem(8 * wh + wid, 2 * wd);
         src.wdst = wid * 128 * U + 32 * (wd >> 2) + 4 * ((2 * (wd & 3) + wh) ^ ((wid & 1) << 2));
         const int xp = 2 * wid + (lane >> 4), xr = xp & 7, xh = (lane >> 3) & 1, pc = lane & 7;
         const int xrow = 16 * (xp >> 3) + xr + 8 * xh;
@@ -684,9 +692,9 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
  * thread's registers. wgmma m64nNk16 multiplies 64 rows of A by N columns of B per warpgroup
  * instruction, asynchronously. Its B comes from shared memory through a descriptor, and its A may
  * come from registers in mma.sync's m16n8k16 fragment layout (each warp its 16 rows). So:
- * - A = W: each warp's fragments are the register path's, slot for slot (16 bytes of rows g and
- *   g + 8 at k = 32 j + 8 t, MMA h taking words 2h, 2h + 1), loaded from a shared-memory copy of
- *   its packed 1 KB tiles (one bulk copy per tile row per stage: a row's tiles are contiguous);
+ * - A = W: each warp's fragments are the register path's, slot for slot (the lane's 8 words of
+ *   rows g and g + 8, tc_load_w's order), loaded from a shared-memory copy of its packed 1 KB
+ *   tiles (one bulk copy per tile row per stage: a row's tiles are contiguous);
  * - B = x, with its k slots in the register path's permuted order: for MMA h, core matrix c
  *   (slots 8c .. 8c + 7 of 8 rows of x, 16 bytes each) holds word 2h + c of chunks t = 0..3 of
  *   the row's k32 block. That is a 4 x 4 word transpose of each row's four 16-byte chunks, which
@@ -717,90 +725,12 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
  * 96 KB, k64 stages), one block's fill and combine overlapping the other's K loop: 1.1-1.2x at
  * 64..512 rows. W in shared memory (wgmma's SS form) would need W in core-matrix order.
  * Shared memory per stage: W tile row r (0..7) at r U KB, block u at + u KB (the packed bytes:
- * row g of a tile at 64 g, chunk t at 16 t); then x: block u at 8 U KB + u BM 64, in the scratch
+ * gemm_tile_elem); then x: block u at 8 U KB + u BM 64, in the scratch
  * layout (MMA h's descriptor at + 256 h: LBO 128, SBO 512, no swizzle). */
 #define TCW_BN 128
-#define TCW_MAX_BM 128
 #define TCW_THREADS 288
 #define TCW_MP 128 /* the scratch's rows are padded to this */
 
-/* sm_90a only (the host side compiles them too; the launcher checks FLINT_SM90A) */
-#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define TCW_HAVE 1
-static __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-/* an arrival that also expects `bytes` of copies to land */
-static __device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t ok = 0;
-    while (!ok)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(ok)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-}
-static __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-/* a descriptor of a K-major operand without swizzle: start, LBO (next core matrix along k), SBO
- * (next 8 rows), all in 16-byte units */
-static __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((saddr & 0x3FFFF) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
-}
-
-static __device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-static __device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-static __device__ __forceinline__ void wg_wait1(void) { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
-static __device__ __forceinline__ void wg_wait0(void) { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-static __device__ __forceinline__ void wg_mma_n64(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                                  uint64_t db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%"
-                 "27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
-                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                   "+f"(d[30]), "+f"(d[31])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db));
-}
-static __device__ __forceinline__ void wg_mma_n128(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                                   uint64_t db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%"
-                 "27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%"
-                 "52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
-                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-                   "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
-                   "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
-                   "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db));
-}
-
-/* keeps the compiler from moving an accumulator between the asynchronous wgmmas that own it */
-static __device__ __forceinline__ void wg_hold(float *d, const int n) {
-#pragma unroll
-    for (int i = 0; i < TCW_MAX_BM / 2; i++)
-        if (i < n) asm volatile("" : "+f"(d[i])::"memory");
-}
-#else
-#define TCW_HAVE 0
-#endif
 
 /* x (M rows, ldx apart) into the scratch layout above; one thread per (row, k32 block) */
 static __global__ void tcw_permute_kernel(unsigned char *xp, const uint16_t *x, int ldx, int M, int K, int Mp, int nJ) {
@@ -866,7 +796,7 @@ static __device__ __forceinline__ void gemm_tcw_body(unsigned char *smem, float 
         }
     } else { /* consumers: warp wq of warpgroup wg holds W tile row r = 4 wg + wq */
         const int lane = tid & 31, wq = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
-        const int a_off = (4 * wg + wq) * U * 1024 + 64 * g + 16 * t;
+        const int a_off = (4 * wg + wq) * U * 1024 + 16 * g + 4 * t; /* the lane's word of row g */
         uint4 fa[2][8][2]; /* [set][u][MMA h]: the A quads */
 #pragma unroll 1
         for (int it = 0; it < n_st; it += 2) {
@@ -880,8 +810,9 @@ static __device__ __forceinline__ void gemm_tcw_body(unsigned char *smem, float 
 #pragma unroll
                 for (int u = 0; u < 8; u++) {
                     if (u >= U) break;
-                    const uint4 ra = *(const uint4 *)(st + a_off + u * 1024);       /* row g */
-                    const uint4 rb = *(const uint4 *)(st + a_off + u * 1024 + 512); /* row g + 8 */
+                    const unsigned int *pa = (const unsigned int *)(st + a_off + u * 1024); /* row g; + 512: g + 8 */
+                    const uint4 ra = make_uint4(pa[0], pa[32], pa[64], pa[96]);
+                    const uint4 rb = make_uint4(pa[128], pa[160], pa[192], pa[224]);
                     fa[b][u][0] = make_uint4(ra.x, rb.x, ra.y, rb.y);
                     fa[b][u][1] = make_uint4(ra.z, rb.z, ra.w, rb.w);
                 }
@@ -1051,6 +982,7 @@ typedef struct gemm_tc_variant {
     int bm;                /* > 0: the warpgroup path (tcw), TCW_BN x bm tiles */
     gemm_tc_kernel_fn fn, fn_glu; /* store or add; GEMM_EPI_GLU */
     int minb;                     /* tcw: blocks per multiprocessor it is built for */
+    int ss;                       /* the shared-memory-operand path (tss, gemm_tss_cuda.cu): bm x rows */
 } gemm_tc_variant;
 #define TC_VARIANT(mt, nt, u, px)                                                                     \
     {mt, nt, u, px, 0, 0, 0, 0, 0, 0, gemm_tc_m##mt##_n##nt##_u##u##_p##px##_kernel,                   \
@@ -1061,6 +993,7 @@ typedef struct gemm_tc_variant {
 #define TCW_VARIANT(bm, u, st, minb)                                                                  \
     {0, 0, u, 0, st, 0, 0, 0, 0, bm, (gemm_tc_kernel_fn)gemm_tcw_m##bm##_s##st##_u##u##_b##minb##_kernel, \
      (gemm_tc_kernel_fn)gemm_tcw_m##bm##_s##st##_u##u##_b##minb##_glu_kernel, minb}
+#define TSS_VARIANT(bm, u, st) {0, 0, u, 0, st, 0, 0, 0, 0, bm, NULL, NULL, 1, 1}
 static const gemm_tc_variant tc_variants[] = {
     TC_VARIANT(1, 1, 4, 1), TC_VARIANT(2, 1, 4, 1), TC_VARIANT(4, 1, 2, 1), TC_VARIANT(8, 1, 2, 0),
     TC_VARIANT(8, 4, 1, 0), /* 0-4: what flint_cuda_gemm_tc picks; lab alternatives follow */
@@ -1070,12 +1003,15 @@ static const gemm_tc_variant tc_variants[] = {
     TCB_VARIANT(2, 2, 4, 8, 3, 2), TCB_VARIANT(2, 4, 4, 4, 4, 1), TCB_VARIANT(4, 1, 4, 8, 4, 1),
     TCB_VARIANT(2, 2, 4, 4, 4, 1), TCW_VARIANT(128, 4, 3, 1), TCW_VARIANT(64, 4, 4, 1), TCW_VARIANT(128, 2, 5, 1),
     TCW_VARIANT(128, 2, 3, 2), TCW_VARIANT(64, 4, 2, 2), TCW_VARIANT(64, 2, 4, 2),
+    TSS_VARIANT(128, 1, 8), TSS_VARIANT(128, 2, 4), TSS_VARIANT(64, 1, 10), TSS_VARIANT(64, 2, 5),
 };
 #define TC_N_VARIANTS ((int)(sizeof tc_variants / sizeof tc_variants[0]))
 #define TCB_128x128 13 /* TCB_VARIANT(2, 2, 4, 8, 4, 1) */
 #define TCB_128x64 17  /* TCB_VARIANT(2, 2, 4, 4, 4, 1) */
 #define TCW_128 21    /* TCW_VARIANT(128, 2, 3, 2) */
 #define TCW_64 23     /* TCW_VARIANT(64, 2, 4, 2) */
+#define TSS_128 25    /* TSS_VARIANT(128, 2, 4) */
+#define TSS_64 27     /* TSS_VARIANT(64, 2, 5) */
 #define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
 #define TC_M1_U8 6 /* TC_VARIANT(1, 1, 8, 1) */
 
@@ -1084,6 +1020,7 @@ static int tcb_bn(const gemm_tc_variant *v) { return 16 * v->tn * v->wn; }
 static int tcb_bm(const gemm_tc_variant *v) { return 8 * v->tm * v->wm; }
 static int tcw_stage_bytes(const gemm_tc_variant *v) { return v->u * (8192 + 64 * v->bm); }
 static int gemm_smem(const gemm_tc_variant *v) {
+    if (v->ss) return gemm_tss_smem(v->bm, v->u, v->st);
     if (v->bm) { /* the ring and its barriers, or the partial tile over the ring */
         const int ring = v->st * tcw_stage_bytes(v) + 16 * v->st, red = v->bm * (TCW_BN + TCB_PADF) * (int)sizeof(float);
         return ring > red ? ring : red;
@@ -1098,7 +1035,7 @@ static int gemm_smem(const gemm_tc_variant *v) {
 static void smem_prepare(const gemm_tc_variant *v) {
     static unsigned char attr_set[64];
     const int idx = (int)(v - tc_variants);
-    if ((v->wn || v->bm) && !attr_set[idx]) {
+    if ((v->wn || v->bm) && !v->ss && !attr_set[idx]) { /* tss: gemm_tss_init */
         CUDA_CHECK(
             cudaFuncSetAttribute((const void *)v->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, gemm_smem(v)));
         CUDA_CHECK(
@@ -1192,7 +1129,8 @@ static unsigned char *tcw_scratch(flint_cuda_stream s, size_t need) {
 }
 
 /* tcw: x into the stream's scratch, then grid (m tiles, n tiles, n_split) in clusters of the
- * n_split blocks of a tile, as tcb. Returns 0 when the stream has no scratch large enough. */
+ * n_split blocks of a tile, as tcb; tss: x into the scratch, then its persistent grid. Returns 0
+ * when the stream has no scratch large enough. */
 static int gemm_tcw_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w,
                            int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
     const int Mp = (M + TCW_MP - 1) / TCW_MP * TCW_MP, nJ = (K + 31) / 32;
@@ -1201,6 +1139,7 @@ static int gemm_tcw_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
     const size_t n = (size_t)nJ * Mp;
     FLINT_LAUNCH(tcw_permute_kernel, (unsigned)((n + 255) / 256), 256, 0, s, xp, x, ldx, M, K, Mp, nJ);
     CUDA_CHECK(cudaGetLastError());
+    if (v->ss) return gemm_tss_launch(v->bm, v->u, v->st, y, ldy, xp, Mp, w, M, N, K, accumulate, n_split, s);
     const unsigned char *xpc = xp;
     int mp = Mp;
     void *args[] = {&y, &ldy, &xpc, &mp, &w, &M, &N, &K, &accumulate};
@@ -1255,7 +1194,10 @@ void flint_cuda_gemm_init(void) {
                  tc_variants[TCW_64].bm == 64 && tc_variants[TCW_64].u == 2 && tc_variants[TCW_64].minb == 2);
     for (int i = 0; i < TC_N_VARIANTS; i++) /* a ring of one slot deadlocks: a slot is released a stage late */
         FLINT_ASSERT(!tc_variants[i].bm || tc_variants[i].st >= 2);
+    FLINT_ASSERT(tc_variants[TSS_128].ss && tc_variants[TSS_128].bm == 128 && tc_variants[TSS_128].u == 2 &&
+                 tc_variants[TSS_64].ss && tc_variants[TSS_64].bm == 64 && tc_variants[TSS_64].u == 2);
     for (int i = 0; i < TC_N_VARIANTS; i++) smem_prepare(&tc_variants[i]);
+    if (FLINT_TCW_BUILT) gemm_tss_init();
 }
 
 void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
@@ -1282,7 +1224,12 @@ void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, con
     /* not at K < 1024: the warpgroup path permutes the rows first (one launch and a pass over them
      * per GEMM), which the embedded pair's narrow layers (K 256 and 768) do not win back: its
      * forward at 64 rows 0.477 -> 0.459 ms, 512 rows 1.64 -> 1.54 with the block tiles (session 20) */
-    if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024) v = M <= 64 ? TCW_64 : TCW_128;
+    /* from 65 rows the shared-memory-operand path (tss, session 28; lab M = 512: gate-up 285 ->
+     * 179 us, down 171 -> 89, LM head 1632 -> 1080), with 64-row tiles for narrow layers at
+     * 129..256 rows (down at 256: 67 us against 81) and tcw kept for narrow layers up to 128
+     * rows (down at 128: tcw 60, tss 65-78) */
+    if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024)
+        v = M <= 64 ? TCW_64 : N <= 4096 ? (M <= 128 ? TCW_128 : M <= 256 ? TSS_64 : TSS_128) : TSS_128;
     gemm_tc_launch(&tc_variants[v], y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
 }
 
@@ -1309,7 +1256,9 @@ extern "C" const char *flint_cuda_gemm_tc_variant_split(float *y, int ldy, const
     static char names[TC_N_VARIANTS][32];
     FLINT_ASSERT(variant >= 0 && variant < TC_N_VARIANTS);
     const gemm_tc_variant *v = &tc_variants[variant];
-    if (v->bm)
+    if (v->ss)
+        snprintf(names[variant], sizeof names[variant], "tss %dx%d s%d u%d", TCW_BN, v->bm, v->st, v->u);
+    else if (v->bm)
         snprintf(names[variant], sizeof names[variant], "tcw %dx%d s%d u%d b%d", TCW_BN, v->bm, v->st, v->u, v->minb);
     else if (v->wn)
         snprintf(names[variant], sizeof names[variant], "tcb %dx%d w%dx%d s%d u%d", tcb_bn(v), tcb_bm(v), v->wn, v->wm,

@@ -64,23 +64,25 @@ int flint_cuda_kernel_pdl(void) { return g_kernel_pdl; }
 /* ==== Embedding, norms, RoPE, KV store, SwiGLU, add ==== */
 
 /* The embedding is packed (ops_cuda.h), as the LM head it may be: element (n, k) of tile row
- * n / 16 sits in block k / 32 at chunk 32 ((n % 16) / 8) + 4 (n % 8) + (k % 32) / 8. */
+ * n / 16 sits in block k / 32 at gemm_tile_elem(n % 16, k % 32) (cuda_common.cuh). */
 static __global__ void embed_kernel(float *out, const uint16_t *embed, const int32_t *tokens, int hidden) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     pdl_wait();    /* FLINT_LAUNCH: what the kernel before wrote is visible from here on */
     const int r = blockIdx.x, n = tokens[r], nJ = (hidden + 31) / 32;
-    const uint16_t *e = embed + (size_t)(n / 16) * nJ * 512 + (32 * ((n % 16) / 8) + 4 * (n % 8)) * 8;
+    const uint16_t *e = embed + (size_t)(n / 16) * nJ * 512 + gemm_tile_elem(n % 16, 0);
     float *o = out + (size_t)r * hidden;
-    if ((hidden & 7) == 0 && ((uintptr_t)out & 15) == 0) { /* 8 consecutive k are 16 contiguous bytes */
+    if ((hidden & 7) == 0 && ((uintptr_t)out & 15) == 0) { /* 8 consecutive k: 4 words 64 elements apart */
         for (int q = threadIdx.x; q < hidden / 8; q += blockDim.x) {
+            const uint32_t *b = (const uint32_t *)(e + (q / 4) * 512 + (q % 4) * 2);
             float v[8];
-            unpack8(v, *(const uint4 *)(e + (q / 4) * 512 + (q % 4) * 8));
+            unpack8(v, make_uint4(b[0], b[32], b[64], b[96]));
             *(float4 *)(o + 8 * q) = make_float4(v[0], v[1], v[2], v[3]);
             *(float4 *)(o + 8 * q + 4) = make_float4(v[4], v[5], v[6], v[7]);
         }
         return;
     }
-    for (int k = threadIdx.x; k < hidden; k += blockDim.x) o[k] = bf2f(e[(k / 32) * 512 + ((k % 32) / 8) * 8 + k % 8]);
+    for (int k = threadIdx.x; k < hidden; k += blockDim.x)
+        o[k] = bf2f(e[(k / 32) * 512 + gemm_tile_elem(0, k % 32)]);
 }
 
 void flint_cuda_embed(float *out, const uint16_t *embed, const int32_t *tokens, int n_rows, int hidden,

@@ -697,8 +697,11 @@ static void test_gemm_pack(int N, int K, int r0, int M) {
     /* padding: entries whose (n, k) lie outside the matrix */
     for (size_t i = 0; i < pe; i++) {
         const size_t tl = i / 512;
-        const int c = (int)(i % 512) / 8, e = (int)(i % 8), nJ = (K + 31) / 32;
-        const int n = 16 * (int)(tl / nJ) + (c / 4) % 8 + 8 * (c / 32), k = 32 * (int)(tl % nJ) + 8 * (c % 4) + e;
+        /* gemm_layout.cuh, written out: p = 256 half + 128 h + 64 c + 8 row + 2 t + e holds row
+         * 8 half + row, k 8 t + 4 h + 2 c + e of its tile */
+        const int p = (int)(i % 512), nJ = (K + 31) / 32;
+        const int n = 16 * (int)(tl / nJ) + 8 * (p / 256) + (p / 8) % 8;
+        const int k = 32 * (int)(tl % nJ) + 8 * ((p / 2) % 4) + 4 * ((p / 128) % 2) + 2 * ((p / 64) % 2) + p % 2;
         if ((n >= N || k >= K) && dev[i]) nonzero_pad++;
     }
     char cas[96];
