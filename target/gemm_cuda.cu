@@ -1,11 +1,13 @@
 /* The tensor-core GEMM of the forward (ops_cuda.h: flint_cuda_gemm_tc, _split, the packing, the
  * lab hooks): every tiling shares one batch-invariant order fixed by K (below), so a row gives the
  * same bits whatever M, and a tensor-parallel rank computes the unsharded quarters of its columns.
- * Weights are stored PACKED (below): each warp's fragments lie in load order, so the small-M
- * path streams contiguous bytes. Two paths: registers (tc: operands straight from global memory,
- * M <= 64), and block tiles in shared memory with a cluster per output tile (tcb, M in the
- * hundreds). Split from ops_cuda.cu so the GEMM kernels can evolve on their own (lab:
- * tests/kernels). */
+ * Weights are stored PACKED (below): tiles of 16 rows x k32 whose 16-byte rows are wgmma core
+ * matrices, so a warp of the small-M path streams contiguous bytes and the warpgroup paths copy
+ * tiles as they lie. Paths: the register path (tc: each warp its own tiles, M <= 32), block tiles
+ * of mma.sync with a cluster per output tile (tcb), warpgroup tiles with W in registers (tcw, 33..
+ * 64 rows and narrow layers to 128) and with both operands in shared memory (tss,
+ * gemm_tss_cuda.cu, from 65 rows). Split from ops_cuda.cu so the GEMM kernels can evolve on their
+ * own (lab: tests/kernels, tools/lab). */
 #include <pthread.h>
 
 #include "target/cuda_common.cuh"
@@ -14,14 +16,14 @@
 /* ==== Tensor-core GEMM: y (+)= x W^T with mma.sync m16n8k16 bf16 -> fp32 ====
  * Operands swapped: W is the MMA's A (16 rows = 16 outputs n, row-major along k) and x the MMA's
  * B (8 columns = 8 rows m of x, "col" = contiguous along k, as stored), so D is a 16 (n) x 8 (m)
- * tile and small M pads only to 8. (W is stored packed, below: the same fragments, in load order.)
+ * tile and small M pads only to 8. (W is stored packed, below.)
  * k inside an MMA is permuted, the same way for A and B (a dot product does not care which of
- * its 16 slots a k sits in): for k32 block j, lane (g = lane / 4, t = lane % 4) loads 16 bytes,
- * elements 32 j + 8 t .. + 7, of W rows n0 + g and n0 + g + 8 and of x row m0 + g; MMA 0 takes
+ * its 16 slots a k sits in): for k32 block j, lane (g = lane / 4, t = lane % 4) takes elements
+ * 32 j + 8 t .. + 7 of W rows n0 + g and n0 + g + 8 and of x row m0 + g (x: one 16-byte load;
+ * W: from its packed tiles, by ldmatrix or 4-byte loads: TC_SMW below); MMA 0 takes
  * elements 0-3 of each (A regs {Wg.x, Wg8.x, Wg.y, Wg8.y}, B regs {x.x, x.y}), MMA 1 elements 4-7
  * ({.z, .w}). In the PTX layouts that puts MMA slot 2t+e at k = 32j+8t+e and slot 8+2t+e at
- * 32j+8t+2+e (e = 0, 1) for A and B alike. Every operand is one 16-byte load straight into
- * registers: no shared memory, no ldmatrix.
+ * 32j+8t+2+e (e = 0, 1) for A and B alike.
  * Order (depends on K only): the ceil(K / 32) k32 blocks are cut into TC_KW = 4 contiguous
  * quarters of nq = ceil(nJ / 4) blocks; warp kw (0..3) of an n tile takes quarter kw,
  * blocks kw * nq .. min(nJ, (kw + 1) * nq) - 1 in increasing order, two MMAs each into one fp32
@@ -170,21 +172,59 @@ void flint_cuda_gemm_pack(uint16_t *p, const uint16_t *w, int N, int K, flint_cu
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* The lane's 4 A words of one row for k32 block j, in the register path's order {MMA 0 a0, MMA 0
- * a2, MMA 1 a0, MMA 1 a2}: core matrices (h, c) = (0, 0), (0, 1), (1, 0), (1, 1) of the packed
- * tiles at wt (the lane's word, row half chosen; zeros when not ok). */
+/* W's fragments in the register path, two ways (the same words; TC_SMW picks):
+ * - one m tile (M <= 8): each warp stages its tiles through shared memory (two buffers of U
+ *   tiles: a step's 16-byte cp.async copies land while the step before is multiplied) and
+ *   ldmatrix builds the fragments: an 8 x 8 matrix per core matrix, lane (g, t) receiving word t
+ *   of row g, its A word; 2 instructions a block for the 8 words {MMA 0 a0, a2, MMA 1 a0, a2} of
+ *   rows g and g + 8;
+ * - more m tiles: 4-byte loads straight into registers (tc_load_w), 8 a block.
+ * Measured (H200, qwen3-8b verify, session 28) against the 16-byte chunks of the layout before:
+ * the loads 1-1.6% slower at 1-32 rows; the staging 0.5-1.5% faster at 1-8 rows but 23% slower
+ * at 32 rows (4 m tiles). */
+#define TC_SMW(mt) ((mt) == 1)
+
+/* the lane's 4 A words of one row for k32 block j, {MMA 0 a0, MMA 0 a2, MMA 1 a0, MMA 1 a2}: core
+ * matrices (h, c) = (0, 0), (0, 1), (1, 0), (1, 1) at wt (the lane's word of its row half;
+ * zeros when not ok) */
 static __device__ __forceinline__ uint4 tc_load_w(const uint16_t *wt, int ok, int j) {
     if (!ok) return make_uint4(0u, 0u, 0u, 0u);
     const unsigned int *p = (const unsigned int *)(wt + (size_t)j * 512);
     return make_uint4(__ldcs(p), __ldcs(p + 32), __ldcs(p + 64), __ldcs(p + 96));
 }
+static __device__ __forceinline__ void tc_cp16(uint32_t dst, const void *src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ uint4 tc_ldsm4(uint32_t a) {
+    uint4 r;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "r"(a)
+                 : "memory");
+    return r;
+}
+/* step j0's U tiles (blocks j0 .. j0 + U - 1 of the warp's run at wt0; zeros past je or the
+ * matrix) into the buffer at dst: lane l copies bytes 16 l and 512 + 16 l of each; one group */
+static __device__ __forceinline__ void tc_stage_w(uint32_t dst, const uint16_t *wt0, int okt, int j0, int je, int lane,
+                                                  const int U) {
+#pragma unroll
+    for (int u = 0; u < TC_MAX_U; u++) {
+        if (u >= U) break;
+        const int j = j0 + u, in = okt && j < je;
+        const uint16_t *src = wt0 + (size_t)(in ? j : 0) * 512 + lane * 8;
+        tc_cp16(dst + u * 1024 + lane * 16, src, in ? 16 : 0);
+        tc_cp16(dst + u * 1024 + 512 + lane * 16, src + 256, in ? 16 : 0);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 
 /* red: the K warps' partials, [NT][TC_KW - 1][MT * 4][32] floats (declared per kernel, sized to it).
  * w is packed; vec is about x only (its rows 16-byte aligned, K % 8 == 0). The weights are read
- * once per launch, so they stream past L1 (evict-first) and x stays cached. The first step's
- * weights are requested before pdl_wait: they do not depend on the kernel before. vec bit 1: a
- * short GEMM (gemm_early). */
-static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ldy, const uint16_t *x, int ldx,
+ * once per launch, so they pass L1 by (cp.async.cg, or evict-first loads) and x stays cached. The
+ * first step's weights are requested before pdl_wait: they do not depend on the kernel before.
+ * vec bit 1: a short GEMM (gemm_early). wbuf: the warps' W buffers (TC_SMW, dynamic). */
+static __device__ __forceinline__ void gemm_tc_body(float *red, unsigned char *wbuf, float *y, int ldy,
+                                                    const uint16_t *x, int ldx,
                                                     const uint16_t *w, int M, int N, int K, int accumulate, int vec,
                                                     int n_split, const int MT, const int NT, const int U,
                                                     const int PX) {
@@ -197,9 +237,7 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
     /* k32 blocks, per part; warps past n_split parts add nothing (their partial stays 0) */
     const int nJ = (K + 31) / 32, nq = (nJ + n_split - 1) / n_split;
     const int jb = kw * nq, je = kw < n_split ? min(nJ, jb + nq) : jb;
-    /* this n tile's run of 1 KB tiles; row g's words at 8 g + 2 t, row g + 8's at 256 + 8 g + 2 t */
     const int okt = n0 < N;
-    const uint16_t *wt = okt ? w + (size_t)(n0 / 16) * nJ * 512 + lane * 2 : w;
     const uint16_t *xr[TC_MAX_MT];
     int okx[TC_MAX_MT];
     float acc[TC_MAX_MT][4];
@@ -214,12 +252,22 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
 
     /* The current step's W rows g and g + 8 (and x when PX); blocks past the quarter load nothing. */
     uint4 ca[TC_MAX_U], cb[TC_MAX_U], cx[TC_MAX_U][TC_MAX_MT];
+    /* this n tile's run of 1 KB tiles (wt: the lane's word); SMW: the warp's buffers, lane l's
+     * ldmatrix row (row l % 8 of core l / 8: MMA l / 16, core matrix l / 8 % 2, row half 0) */
+    const int SMW = TC_SMW(MT);
+    const uint16_t *wt0 = okt ? w + (size_t)(n0 / 16) * nJ * 512 : w, *wt = wt0 + lane * 2;
+    const uint32_t wsm = (uint32_t)__cvta_generic_to_shared(wbuf) + (uint32_t)(wid * 2 * U * 1024);
+    const uint32_t ldsm_off = (uint32_t)((lane >> 3) * 128 + (lane & 7) * 16);
+    int buf = 0;
+    if (SMW) tc_stage_w(wsm, wt0, okt, jb, je, lane, U);
+    else {
 #pragma unroll
-    for (int u = 0; u < TC_MAX_U; u++) {
-        if (u >= U) break;
-        const int j = jb + u, in = j < je;
-        ca[u] = tc_load_w(wt, okt && in, j);
-        cb[u] = tc_load_w(wt + 256, okt && in, j);
+        for (int u = 0; u < TC_MAX_U; u++) {
+            if (u >= U) break;
+            const int j = jb + u, in = j < je;
+            ca[u] = tc_load_w(wt, okt && in, j);
+            cb[u] = tc_load_w(wt + 256, okt && in, j);
+        }
     }
     pdl_wait(); /* x and y come from the kernels before */
     /* a short GEMM lets the kernel after it start now: after the wait, so that everything before
@@ -237,12 +285,29 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
     }
     for (int j0 = jb; j0 < je; j0 += U) {
         uint4 na[TC_MAX_U], nb[TC_MAX_U], nx[TC_MAX_U][TC_MAX_MT]; /* the next step, in flight during this one */
+        if (SMW) {
+            /* the next step's W into the other buffer (its last reader was the step before: the
+             * __syncwarp below), then this step's tiles, landed, into fragments */
+            tc_stage_w(wsm + (buf ^ 1) * U * 1024, wt0, okt, j0 + U, je, lane, U);
+            asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+            __syncwarp();
+#pragma unroll
+            for (int u = 0; u < TC_MAX_U; u++) {
+                if (u >= U) break;
+                ca[u] = tc_ldsm4(wsm + buf * U * 1024 + u * 1024 + ldsm_off);
+                cb[u] = tc_ldsm4(wsm + buf * U * 1024 + u * 1024 + 512 + ldsm_off);
+            }
+            __syncwarp();
+            buf ^= 1;
+        }
 #pragma unroll
         for (int u = 0; u < TC_MAX_U; u++) {
             if (u >= U) break;
             const int j = j0 + U + u, k = 32 * j + 8 * t, in = j < je;
-            na[u] = tc_load_w(wt, okt && in, j);
-            nb[u] = tc_load_w(wt + 256, okt && in, j);
+            if (!SMW) {
+                na[u] = tc_load_w(wt, okt && in, j);
+                nb[u] = tc_load_w(wt + 256, okt && in, j);
+            }
             if (PX) {
 #pragma unroll
                 for (int mt = 0; mt < TC_MAX_MT; mt++)
@@ -270,8 +335,7 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, float *y, int ld
 #pragma unroll
         for (int u = 0; u < TC_MAX_U; u++) {
             if (u >= U) break;
-            ca[u] = na[u];
-            cb[u] = nb[u];
+            if (!SMW) ca[u] = na[u], cb[u] = nb[u];
             if (PX) {
 #pragma unroll
                 for (int mt = 0; mt < TC_MAX_MT; mt++)
@@ -389,11 +453,11 @@ static __device__ __forceinline__ float4 ld_cluster_f4(uint32_t a, uint32_t rank
 }
 
 /* A thread's copies, fixed for the whole K loop (per k32 block u of a stage):
- * - W, 4 bytes: copy i is word wd = lane % 16 (elements 2 wd, 2 wd + 1 of the block) of row half
- *   h = lane / 16 of pair r = warp + NW (i % (8 / NW)), G = i / (8 / NW): W row n0 + warp + 8 h + o
- *   with o = 16 G + NW (i % (8 / NW)), read from its packed place: tile row n0 / 16 + G,
- *   gemm_tile_elem(8 h + warp + NW (i % (8 / NW)), 2 wd) (zeros past N and K are stored there;
- *   tile rows past the matrix are not read);
+ * - W, 4 bytes: a warp's copy i is one packed core matrix, 128 contiguous bytes (lane (g, t):
+ *   row g, word t): core q % 8 of tile row n0 / 16 + q / 8, q = warp + NW i, i.e. rows 16 G + 8 h'
+ *   + g (h' = core / 4, the row half) at k slots of MMA core / 2 % 2, core matrix core % 2; it
+ *   lands where the fragment order wants word 4 t + core % 4 of that row (pair 8 G + g) (zeros
+ *   past N and K are stored there; tile rows past the matrix are not read);
  * - x, 8 bytes: copy i is piece pc = lane % 8 (elements 4 pc .. 4 pc + 3) of row half
  *   h = lane / 8 % 2 of pair 2 warp + lane / 16 + 2 NW i (r = that mod 8, constant): x row
  *   m0 + 16 ((2 warp + lane / 16) / 8) + r + 8 h + o with o = 4 NW i.
@@ -411,7 +475,6 @@ typedef struct tcb_src {
  * and for blocks at or past je (which are not multiplied anyway). */
 static __device__ __forceinline__ void tcb_load_stage(uint32_t dst, const tcb_src *c, int K, int ldx, int j0, int je,
                                                       const int BN, const int BM, const int NW, const int U) {
-    const int RPW = 8 / NW;
     int wlim = c->wlim, xlim = c->xlim;
     /* opaque: the per-copy clamps are recomputed per stage (one min each), not hoisted out of the
      * K loop into a register per copy (which pushes the kernel past 255 registers) */
@@ -426,9 +489,9 @@ static __device__ __forceinline__ void tcb_load_stage(uint32_t dst, const tcb_sr
 #pragma unroll
         for (int i = 0; i < TCB_MAX_COPY; i++) {
             if (i >= BN / 2 / NW) break;
-            const int rr = NW * (i % RPW), G = i / RPW;
-            cp_async4(dst + c->wdst + (8 * G + rr) * 128 * U + 128 * u,
-                      wk + ((ptrdiff_t)min(G, wlim - 1) * nJ * 512 + 8 * rr) * 2, in && G < wlim ? 4 : 0);
+            const int b = (NW * i & 7) >> 2, G = NW * i >> 3; /* core wid + 4 b of tile G */
+            cp_async4(dst + c->wdst + 8 * G * 128 * U + 128 * u + 4 * b,
+                      wk + ((ptrdiff_t)min(G, wlim - 1) * nJ * 512 + 256 * b) * 2, in && G < wlim ? 4 : 0);
         }
 #pragma unroll
         for (int i = 0; i < TCB_MAX_COPY; i++) {
@@ -597,10 +660,9 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
     const uint32_t tile_s = (uint32_t)__cvta_generic_to_shared(tile);
     tcb_src src;
     {
-        const int wh = lane >> 4, wd = lane & 15;
         src.wlim = (N + 15) / 16 - n0 / 16; /* >= 1: the block's n0 < N */
-        src.w = w + (size_t)(n0 / 16) * nJ * 512 + gemm_tile_elem(8 * wh + wid, 2 * wd);
-        src.wdst = wid * 128 * U + 32 * (wd >> 2) + 4 * ((2 * (wd & 3) + wh) ^ ((wid & 1) << 2));
+        src.w = w + (size_t)(n0 / 16) * nJ * 512 + 64 * wid + 2 * lane; /* core wid, row g, word t */
+        src.wdst = g * 128 * U + 32 * t + 4 * ((2 * (wid & 3) + (wid >> 2)) ^ ((g & 1) << 2));
         const int xp = 2 * wid + (lane >> 4), xr = xp & 7, xh = (lane >> 3) & 1, pc = lane & 7;
         const int xrow = 16 * (xp >> 3) + xr + 8 * xh;
         src.xk = 4 * pc;
@@ -693,8 +755,8 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
  * instruction, asynchronously. Its B comes from shared memory through a descriptor, and its A may
  * come from registers in mma.sync's m16n8k16 fragment layout (each warp its 16 rows). So:
  * - A = W: each warp's fragments are the register path's, slot for slot (the lane's 8 words of
- *   rows g and g + 8, tc_load_w's order), loaded from a shared-memory copy of its packed 1 KB
- *   tiles (one bulk copy per tile row per stage: a row's tiles are contiguous);
+ *   rows g and g + 8, in the register path's order), loaded from a shared-memory copy of its
+ *   packed 1 KB tiles (one bulk copy per tile row per stage: a row's tiles are contiguous);
  * - B = x, with its k slots in the register path's permuted order: for MMA h, core matrix c
  *   (slots 8c .. 8c + 7 of 8 rows of x, 16 bytes each) holds word 2h + c of chunks t = 0..3 of
  *   the row's k32 block. That is a 4 x 4 word transpose of each row's four 16-byte chunks, which
@@ -925,7 +987,8 @@ GEMM_TCB_KERNEL(2, 2, 4, 4, 4, 1, 3) /* 128 x 64, 4 warps of 64 x 32 */
                                                      const uint16_t *w, int M, int N, int K, int accumulate,     \
                                                      int vec, int n_split) {                                     \
         __shared__ float red[nt * (TC_KW - 1) * mt * 4 * 32];                                                    \
-        gemm_tc_body(red, y, ldy, x, ldx, w, M, N, K, epi, vec, n_split, mt, nt, u, px);                         \
+        extern __shared__ __align__(128) unsigned char wbuf[];                                                   \
+        gemm_tc_body(red, wbuf, y, ldy, x, ldx, w, M, N, K, epi, vec, n_split, mt, nt, u, px);                   \
     }
 #define GEMM_TC_KERNEL(mt, nt, u, px)                                                                            \
     GEMM_TC_KERNEL_EPI(mt, nt, u, px, _kernel, EPI_PLAIN(accumulate))                                            \
@@ -1025,7 +1088,7 @@ static int gemm_smem(const gemm_tc_variant *v) {
         const int ring = v->st * tcw_stage_bytes(v) + 16 * v->st, red = v->bm * (TCW_BN + TCB_PADF) * (int)sizeof(float);
         return ring > red ? ring : red;
     }
-    if (!v->wn) return 0;
+    if (!v->wn) return TC_SMW(v->mt) ? TC_KW * v->nt * 2 * v->u * 1024 : 0; /* the register path's W buffers */
     const int stages = v->st * (tcb_bn(v) + tcb_bm(v)) * 64 * v->u;
     const int red = tcb_bm(v) * (tcb_bn(v) + TCB_PADF) * (int)sizeof(float);
     return stages > red ? stages : red;
@@ -1035,7 +1098,7 @@ static int gemm_smem(const gemm_tc_variant *v) {
 static void smem_prepare(const gemm_tc_variant *v) {
     static unsigned char attr_set[64];
     const int idx = (int)(v - tc_variants);
-    if ((v->wn || v->bm) && !v->ss && !attr_set[idx]) { /* tss: gemm_tss_init */
+    if (gemm_smem(v) > 0 && !v->ss && !attr_set[idx]) { /* tss: gemm_tss_init */
         CUDA_CHECK(
             cudaFuncSetAttribute((const void *)v->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, gemm_smem(v)));
         CUDA_CHECK(
@@ -1170,7 +1233,9 @@ static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
     memset(attr, 0, sizeof attr);
     cfg.gridDim = dim3((unsigned)((M + 8 * v->mt - 1) / (8 * v->mt)), (unsigned)((N + 16 * v->nt - 1) / (16 * v->nt)));
     cfg.blockDim = dim3((unsigned)(TC_KW * 32 * v->nt), 1, 1);
+    cfg.dynamicSmemBytes = (size_t)gemm_smem(v);
     cfg.stream = s;
+    smem_prepare(v);
     FLINT_ASSERT(cfg.gridDim.y <= 65535);
     if (g_pdl) {
         attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
