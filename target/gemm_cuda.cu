@@ -1289,12 +1289,15 @@ void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, con
     /* not at K < 1024: the warpgroup path permutes the rows first (one launch and a pass over them
      * per GEMM), which the embedded pair's narrow layers (K 256 and 768) do not win back: its
      * forward at 64 rows 0.477 -> 0.459 ms, 512 rows 1.64 -> 1.54 with the block tiles (session 20) */
-    /* from 65 rows the shared-memory-operand path (tss, session 28; lab M = 512: gate-up 285 ->
-     * 179 us, down 171 -> 89, LM head 1632 -> 1080), with 64-row tiles for narrow layers at
-     * 129..256 rows (down at 256: 67 us against 81) and tcw kept for narrow layers up to 128
-     * rows (down at 128: tcw 60, tss 65-78) */
-    if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024)
-        v = M <= 64 ? TCW_64 : N <= 4096 ? (M <= 128 ? TCW_128 : M <= 256 ? TSS_64 : TSS_128) : TSS_128;
+    /* the shared-memory-operand path (tss, session 28; lab M = 512: gate-up 285 -> 179 us, down
+     * 171 -> 89, LM head 1632 -> 1080) from 65 rows, with 64-row tiles for narrow layers at
+     * 129..256 rows (down at 256: 67 us against 81) and tcw kept for narrow layers up to 128 rows
+     * (down at 128: tcw 60, tss 65-78); at 33..64 rows tss (64-row tiles) for wide layers only
+     * (M = 64: gate-up 76 -> 65 us, LM head 377 -> 317; 4096 x 4096 21 against 25) */
+    if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024) {
+        if (M <= 64) v = N > 8192 ? TSS_64 : TCW_64;
+        else v = N <= 4096 ? (M <= 128 ? TCW_128 : M <= 256 ? TSS_64 : TSS_128) : TSS_128;
+    }
     gemm_tc_launch(&tc_variants[v], y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
 }
 
