@@ -630,16 +630,19 @@ static void test_gemm_tc_invariance(int N, int K) {
  * each must reproduce flint_cuda_gemm_tc_split (same n_split) bit for bit: the rows of launches of
  * M = ms[..] against one launch of the largest, x rows ldx apart, y rows ldy apart (stored, or
  * accumulated into random values); y's gap columns and the rows past M must stay untouched
- * (counted with the guards). */
+ * (counted with the guards). zero_row: x row 0 is +0 and W all negative, so every product of
+ * that row is -0: the register path's chains start at +0 and end at +0, tss's start with a
+ * plain product (-0) and add +0 at the end; the reference's stored row must be +0 too. */
 static void test_gemm_tc_variants_k(int N, int K, int ldx, int ldy, int accumulate, int n_split, const int *ms,
-                                    int n_ms) {
+                                    int n_ms, int zero_row) {
     int MB = 0;
     for (int t = 0; t < n_ms; t++) MB = ms[t] > MB ? ms[t] : MB;
     const size_t ybytes = sizeof(float) * MB * ldy;
     uint16_t *xh = xmalloc(sizeof(uint16_t) * MB * ldx), *wh = xmalloc(sizeof(uint16_t) * N * K);
     float *y0 = xmalloc(ybytes), *want = xmalloc(ybytes), *got = xmalloc(ybytes);
     rand_bf16(xh, NULL, (size_t)MB * ldx, -1, 1);
-    rand_bf16(wh, NULL, (size_t)N * K, -1, 1);
+    rand_bf16(wh, NULL, (size_t)N * K, -1, zero_row ? -0.01f : 1);
+    if (zero_row) memset(xh, 0, sizeof(uint16_t) * ldx);
     memset(y0, 0xFF, ybytes); /* NaN: gaps, and the outputs when storing */
     if (accumulate)
         for (int m = 0; m < MB; m++) rand_f32(y0 + (size_t)m * ldy, N, -4, 4);
@@ -649,6 +652,13 @@ static void test_gemm_tc_variants_k(int N, int K, int ldx, int ldy, int accumula
     flint_cuda_gemm_configure(0, 0, -1); /* the reference: plain launches, no wgmma (the variants hold it) */
     flint_cuda_gemm_tc_split(d1.p, ldy, dx.p, ldx, dw.p, MB, N, K, accumulate, n_split, NULL);
     down(want, &d1);
+    if (zero_row && !accumulate) {
+        size_t nz = 0;
+        for (int n = 0; n < N; n++) nz += memcmp(&want[n], &(float){0.0f}, sizeof(float)) != 0;
+        char cas[96];
+        snprintf(cas, sizeof cas, "x row of +0, W < 0: the register path stores +0, N=%d K=%d", N, K);
+        bits_row("gemm-tc-zero", cas, nz, (size_t)N, 0, 1);
+    }
     flint_cuda_gemm_configure(1, 1, -1); /* the variants: programmatic dependent launches */
     for (int v = 0; v < flint_cuda_gemm_tc_variants(); v++) {
         size_t bad = 0, nf = 0, total = 0;
@@ -669,8 +679,9 @@ static void test_gemm_tc_variants_k(int N, int K, int ldx, int ldy, int accumula
                                  sizeof(float) * (size_t)(MB - ms[t]) * ldy);
         }
         char cas[96];
-        snprintf(cas, sizeof cas, "%s N=%d K=%d%s%s ns=%d", flint_cuda_gemm_tc_variant(NULL, 0, NULL, 0, NULL, 0, 0, 0,
-                 0, v, NULL), N, K, ldx != K || ldy != N ? " ld+" : "", accumulate ? " acc" : "", n_split);
+        snprintf(cas, sizeof cas, "%s N=%d K=%d%s%s ns=%d%s", flint_cuda_gemm_tc_variant(NULL, 0, NULL, 0, NULL, 0, 0,
+                 0, 0, v, NULL), N, K, ldx != K || ldy != N ? " ld+" : "", accumulate ? " acc" : "", n_split,
+                 zero_row ? " 0-row" : "");
         bits_row("gemm-tc-tiling", cas, bad, total, nf, untouched && guards_ok(&dm));
     }
     dfree(&dx), dfree(&dw0), dfree(&dw), dfree(&d1), dfree(&dm);
@@ -776,7 +787,7 @@ static void test_gemm_tc_glu(int I, int K, int ldx, int ldo, const int *ms, int 
 /* at M = 1, 8, 64 and 130, n_split 4, plain strides */
 static void test_gemm_tc_variants(int N, int K) {
     const int ms[] = {1, 8, 64, 130};
-    test_gemm_tc_variants_k(N, K, K, N, 0, 4, ms, 4);
+    test_gemm_tc_variants_k(N, K, K, N, 0, 4, ms, 4, 0);
 }
 
 /* ==== Attention ==== */
@@ -1270,14 +1281,18 @@ int main(int argc, char **argv) {
          * parallel parts (n_split 2, 1), accumulate into padded y, padded x; ldx % 8 != 0 and
          * K % 8 != 0 take their fallback */
         const int ms5[] = {1, 8, 64, 130, 512}, ms3[] = {1, 77, 200};
-        test_gemm_tc_variants_k(160, 768, 768, 160, 0, 4, ms5, 5);
-        test_gemm_tc_variants_k(200, 520, 528, 203, 1, 2, ms3, 3);
-        test_gemm_tc_variants_k(300, 264, 272, 301, 1, 1, ms3, 3);
-        test_gemm_tc_variants_k(96, 520, 524, 99, 1, 4, ms3, 3);
-        test_gemm_tc_variants_k(77, 172, 172, 77, 0, 2, ms3, 3);
+        test_gemm_tc_variants_k(160, 768, 768, 160, 0, 4, ms5, 5, 0);
+        test_gemm_tc_variants_k(200, 520, 528, 203, 1, 2, ms3, 3, 0);
+        test_gemm_tc_variants_k(300, 264, 272, 301, 1, 1, ms3, 3, 0);
+        test_gemm_tc_variants_k(96, 520, 524, 99, 1, 4, ms3, 3, 0);
+        test_gemm_tc_variants_k(77, 172, 172, 77, 0, 2, ms3, 3, 0);
+        /* every product -0 in row 0 (tss starts its chains without the +0: it must still store +0) */
+        const int msz[] = {1, 64, 130};
+        test_gemm_tc_variants_k(256, 1024, 1024, 256, 0, 4, msz, 3, 1);
+        test_gemm_tc_variants_k(192, 1024, 1032, 197, 1, 2, msz, 3, 1);
         if (!quick) {
-            test_gemm_tc_variants_k(1000, 4096, 4104, 1003, 1, 2, ms3, 3);
-            test_gemm_tc_variants_k(4096, 12288, 12288, 4096, 0, 4, ms5 + 3, 2);
+            test_gemm_tc_variants_k(1000, 4096, 4104, 1003, 1, 2, ms3, 3, 0);
+            test_gemm_tc_variants_k(4096, 12288, 12288, 4096, 0, 4, ms5 + 3, 2, 0);
         }
         /* SwiGLU in the gate-up GEMM's epilogue: partial tiles in n (I % 16 == 8) and k, padded
          * x and output, the embedded pair's and qwen3-8b's shapes */
