@@ -11,10 +11,11 @@
  *   same order (tcw_permute_kernel); every MMA gets the register path's operands in the register
  *   path's k slots (tests/kernels/lab_wgmma.cu: the SS form gives the mma.sync chain's bits);
  * - one block computes all the K parts of its tile in the batch-invariant order: part p's k32
- *   blocks in order, MMA 0 then MMA 1 of each, into an accumulator set that starts at +0; with 4
- *   parts, p0 + p1 waits in shared memory while the two sets run p2 and p3, and the output is
- *   (p0 + p1) + (p2 + p3) with __fadd_rn, parts past n_split +0: sum_parts' bits (tcb_combine);
- *   three sets in registers spill (lab);
+ *   blocks in order, MMA 0 then MMA 1 of each, into an accumulator set (its first MMA a plain
+ *   product: the epilogue says why that gives the same bits); with 4 parts, p0 + p1 waits in
+ *   shared memory while the two sets run p2 and p3, and the output is (p0 + p1) + (p2 + p3) with
+ *   __fadd_rn, parts past n_split +0: sum_parts' bits (tcb_combine); three sets in registers
+ *   spill (lab);
  * - persistent: a block a multiprocessor walks tiles tile, tile + grid, .. (m tiles fastest, so
  *   the m tiles of an n tile read its weights from L2 together); the producer fills the ring for
  *   the next tile while the consumers store this one.
@@ -24,9 +25,9 @@
  * block u's W tiles at u 8 KB + r KB (tile row r, its 1 KB as packed), its x rows at U 8 KB +
  * u BX 64 (scratch order). The W map views the packed matrix as [block j][tile row][half][256
  * elements] (strides 1 KB, nJ KB, 512 B), so one box of U x 8 x 2 x 256 lands in that order;
- * tile rows past the matrix come as zeros. The x map: [block][8 rows][256 elements]. Descriptors, no swizzle: A at
- * + (4 wg) KB + 256 h, B at + 256 h, LBO 128 (core matrix c), SBO 512 (the next 8 rows: a tile's
- * second half, then the next tile). Shared memory: S stages, 2 S mbarriers (full: the producer's
+ * tile rows past the matrix come as zeros. The x map: [block][8 rows][256 elements].
+ * Descriptors, no swizzle: A at + (4 wg) KB + 256 h, B at + 256 h, LBO 128 (core matrix c), SBO
+ * 512 (the next 8 rows: a tile's second half, then the next tile). Shared memory: S stages, 2 S mbarriers (full: the producer's
  * arrival with the stage's bytes; empty: one arrival per consumer warpgroup once its wgmmas that
  * read the slot are done), then the p0 + p1 stash (BX / 2 floats per consumer thread).
  * Lab (lab_ss, H200, M = 512, random operands): 24576 x 4096 159 us (647 TFLOP/s; tcw 286,
