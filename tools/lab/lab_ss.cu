@@ -12,7 +12,8 @@
  * Layouts (no swizzle; K-major core matrices of 8 rows x 16 bytes): per 128-row W block and k64
  * stage, 16 KB: k16 step q at 4 KB q, rows 8 G .. at 256 G, slots 8 c .. at 128 c, row i at 16 i;
  * x the same per BX-row block (BX 32 q bytes per k16 step).
- * Build: nvcc -O3 -gencode arch=compute_90a,code=sm_90a tools/lab/lab_ss.cu -lcublas -o lab_ss */
+ * Build (repository root): nvcc -O3 -I. -gencode arch=compute_90a,code=sm_90a tools/lab/lab_ss.cu -lcublas
+ * -o lab_ss */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -20,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "target/wgmma.cuh" /* mbarriers, bulk copies, descriptors, wgmma fences (as the forward) */
 
 #define CK(x)                                                                                  \
     do {                                                                                       \
@@ -31,36 +34,6 @@
     } while (0)
 
 #define WB 16384 /* W bytes per stage: 128 rows x k64 */
-
-static __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-static __device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t ok = 0;
-    while (!ok)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(ok)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-}
-static __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-static __device__ __forceinline__ uint64_t desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((saddr & 0x3FFFF) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
-}
-static __device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-static __device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-static __device__ __forceinline__ void wg_wait1(void) { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
-static __device__ __forceinline__ void wg_wait0(void) { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 
 static __device__ __forceinline__ void ss_n64(float *d, uint64_t da, uint64_t db, int acc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -103,8 +76,8 @@ static __device__ __forceinline__ void stage(float *d, uint32_t smem_s, uint32_t
     const uint32_t base = smem_s + slot * SB;
 #pragma unroll
     for (int q = 0; q < 4; q++) {
-        const uint64_t da = desc(base + q * 4096 + wg * 2048, 128, 256);
-        const uint64_t db = desc(base + WB + q * BX * 32, 128, 256);
+        const uint64_t da = wg_desc(base + q * 4096 + wg * 2048, 128, 256);
+        const uint64_t db = wg_desc(base + WB + q * BX * 32, 128, 256);
         if (BX == 64) ss_n64(d, da, db, first && q == 0 ? 0 : 1);
         else if (BX == 128) ss_n128(d, da, db, first && q == 0 ? 0 : 1);
         else ss_n256(d, da, db, first && q == 0 ? 0 : 1);
