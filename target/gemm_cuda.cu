@@ -826,14 +826,7 @@ static __device__ __forceinline__ void gemm_tcw_body(unsigned char *smem, float 
     const int n_st = je > jb ? (je - jb + U - 1) / U : 0;
     const uint32_t smem_s = (uint32_t)__cvta_generic_to_shared(smem);
     const uint32_t bars = smem_s + S * stage_bytes; /* full[S], then empty[S] */
-    if (tid == 0) {
-        for (int s = 0; s < S; s++) {
-            mbar_init(bars + 8 * s, 1);
-            mbar_init(bars + 8 * (S + s), 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
+    mbar_ring_init(bars, S, 8);
     pdl_wait(); /* the scratch comes from the kernel before */
 
     float acc[TCW_MAX_BM / 2];

@@ -123,14 +123,7 @@ static __global__ void __launch_bounds__(TSS_THREADS, 1)
     const int tiles_m = (M + BX - 1) / BX, n_tiles = tiles_m * ((N + 127) / 128);
     const int tid = threadIdx.x, wg = tid >> 7;
     const uint32_t smem_s = (uint32_t)__cvta_generic_to_shared(smem), bars = smem_s + S * SB;
-    if (tid == 0) {
-        for (int s = 0; s < S; s++) {
-            mbar_init(bars + 8 * s, 1);
-            mbar_init(bars + 8 * (S + s), 2);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
+    mbar_ring_init(bars, S, 2);
     pdl_wait(); /* the scratch comes from the kernel before (a no-op without the launch attribute) */
     if (wg == 2) { /* the producer warp */
         if (tid == 256) {

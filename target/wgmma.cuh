@@ -29,6 +29,19 @@ static __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
 static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+/* A ring's S full and S empty barriers at bars (full[s] at 8 s, empty[s] at 8 (S + s)): full
+ * takes the producer's one arrival (with the stage's bytes), empty `consumers` arrivals. Thread 0
+ * initialises them; the block's barrier makes them visible before any use. */
+static __device__ __forceinline__ void mbar_ring_init(uint32_t bars, int S, int consumers) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; s++) {
+            mbar_init(bars + 8 * s, 1);
+            mbar_init(bars + 8 * (S + s), consumers);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+}
 /* an arrival that also expects `bytes` of copies to land */
 static __device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");

@@ -119,14 +119,7 @@ static __global__ void __launch_bounds__(288, 1)
     const int SB = WB + BX * 128, nS = K / 64, tiles_m = M / BX, n_tiles = tiles_m * (N / 128);
     const int tid = threadIdx.x, wg = tid >> 7;
     const uint32_t smem_s = (uint32_t)__cvta_generic_to_shared(smem), bars = smem_s + S * SB;
-    if (tid == 0) {
-        for (int s = 0; s < S; s++) {
-            mbar_init(bars + 8 * s, 1);
-            mbar_init(bars + 8 * (S + s), 2);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
+    mbar_ring_init(bars, S, 2);
     if (wg == 2) {
         if (tid == 256) {
             int it = 0;
