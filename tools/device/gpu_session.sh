@@ -7,7 +7,8 @@
 #   cp build/flint build/tests/{test_target_cuda,...} build-k/test_cuda_ops .devbin/
 # Runs what is there, in this order, each under a timeout, then prints a summary:
 #   test_cuda_ops (kernels vs C references + GEMM/attention lab; labsmall: the small-M GEMM's
-#   launch tuning alone), test_sampler_cuda,
+#   launch tuning alone; lablarge: the warpgroup tilings at 96..512 rows; labss: tools/lab/lab_ss.cu
+#   against cuBLAS, from .devbin/lab_ss built with the command in its header), test_sampler_cuda,
 #   test_drafter_cuda, test_target_cuda, test_tp_cuda, `flint bench --load-format dummy` (graphs,
 #   with the PyTorch baseline run by flint bench itself; benchab: the GEMMs' PDL off; benchwg:
 #   the wgmma GEMM off (the mma.sync block tiles for M > 32);
@@ -49,6 +50,8 @@ step() { # name timeout log command...
 # shellcheck disable=SC2086
 step kernels 200 kernels.log $BIN/test_cuda_ops ${KERNEL_ARGS:-}
 step labsmall 120 labsmall.log $BIN/test_cuda_ops --lab-small
+step lablarge 200 lablarge.log $BIN/test_cuda_ops --lab-large
+step labss 200 labss.log $BIN/lab_ss
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
 [ -n "$san" ] && step memcheck 150 memcheck.log "$san" --tool memcheck --print-limit 20 --error-exitcode 3 \
     $BIN/test_cuda_ops --quick --no-lab
