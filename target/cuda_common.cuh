@@ -14,7 +14,7 @@
 
 #include "core/status.h"       /* FLINT_ASSERT */
 #include "target/ops_cuda.h"   /* the launchers, flint_cuda_attn */
-#include "target/gemm_layout.cuh" /* where a packed weight element sits */
+#include "target/gemm_layout.h" /* where a packed weight element sits */
 
 #define CUDA_CHECK(expr)                                                                            \
     do {                                                                                            \

@@ -26,7 +26,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "target/ops_cuda.h"
-#include "target/gemm_layout.cuh"
+#include "target/gemm_layout.h"
 #include "target/graph_pool.h"
 #include "target/target_internal.h"
 

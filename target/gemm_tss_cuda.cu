@@ -6,7 +6,7 @@
  * Why (session 28): tcw (gemm_cuda.cu) takes W from registers and gives each K part of a tile to
  * its own block of a cluster, which combine through distributed shared memory: 290-390 TFLOP/s
  * at 512 rows. Here
- * - W's packed tiles (gemm_layout.cuh) are wgmma core matrices as they lie, so one descriptor
+ * - W's packed tiles (gemm_layout.h) are wgmma core matrices as they lie, so one descriptor
  *   gives a warpgroup 64 rows of W from shared memory; x comes from the stream's scratch in the
  *   same order (tcw_permute_kernel); every MMA gets the register path's operands in the register
  *   path's k slots (tests/kernels/lab_wgmma.cu: the SS form gives the mma.sync chain's bits);

@@ -64,7 +64,7 @@ int flint_cuda_kernel_pdl(void) { return g_kernel_pdl; }
 /* ==== Embedding, norms, RoPE, KV store, SwiGLU, add ==== */
 
 /* The embedding is packed (ops_cuda.h), as the LM head it may be: element (n, k) of tile row
- * n / 16 sits in block k / 32 at gemm_tile_elem(n % 16, k % 32) (gemm_layout.cuh). */
+ * n / 16 sits in block k / 32 at gemm_tile_elem(n % 16, k % 32) (gemm_layout.h). */
 static __global__ void embed_kernel(float *out, const uint16_t *embed, const int32_t *tokens, int hidden) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     pdl_wait();    /* FLINT_LAUNCH: what the kernel before wrote is visible from here on */

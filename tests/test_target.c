@@ -20,6 +20,7 @@
 
 #include "core/json.h"
 #include "core/safetensors.h"
+#include "target/gemm_layout.h"
 #include "target/ops_cpu.h"
 #include "target/target.h"
 #include "test.h"
@@ -722,8 +723,39 @@ static void test_vector_paths(void) {
     CHECKF(bad == 0, "%d of %d cases: the AVX kernels' bits differ from the portable ones", bad, cases);
 }
 
+/* The packed GEMM tile (target/gemm_layout.h): a bijection of 16 rows x 32 k onto 512 places,
+ * and the promises the GPU paths rely on, checked from the slot order itself: for row half i and
+ * MMA h, core matrix c holds slots 8 c .. 8 c + 7 of 8 rows, 16 contiguous bytes a row, rows 16
+ * bytes apart (what wgmma's descriptors read: LBO 128, SBO 512), where slot 8 c + 2 t + e of MMA h
+ * is k = 8 t + 4 h + 2 c + e (the register path's permuted order, lane t's word t). */
+static void test_gemm_layout(void) {
+    int seen[512] = {0}, bad = 0;
+    for (int p = 0; p < 512; p++) {
+        int rr = -1, kk = -1;
+        gemm_tile_rk(p, &rr, &kk);
+        if (rr < 0 || rr >= 16 || kk < 0 || kk >= 32 || gemm_tile_elem(rr, kk) != p) bad++;
+    }
+    for (int rr = 0; rr < 16; rr++)
+        for (int kk = 0; kk < 32; kk++) {
+            const int p = gemm_tile_elem(rr, kk);
+            if (p < 0 || p >= 512 || seen[p]++) bad++;
+        }
+    CHECK(bad == 0);
+    for (int i = 0; i < 2; i++)
+        for (int h = 0; h < 2; h++)
+            for (int c = 0; c < 2; c++) {
+                const int core = gemm_tile_elem(8 * i, 4 * h + 2 * c); /* row 0 of the core, slot 8 c */
+                CHECK(core == 256 * i + 128 * h + 64 * c);
+                for (int g = 0; g < 8; g++)
+                    for (int t = 0; t < 4; t++)
+                        for (int e = 0; e < 2; e++)
+                            CHECK(gemm_tile_elem(8 * i + g, 8 * t + 4 * h + 2 * c + e) == core + 8 * g + 2 * t + e);
+            }
+}
+
 int main(void) {
     test_config();
+    test_gemm_layout();
     test_vector_paths();
     test_first_bad_id();
     test_golden("qwen3", 16);

@@ -708,7 +708,7 @@ static void test_gemm_pack(int N, int K, int r0, int M) {
     /* padding: entries whose (n, k) lie outside the matrix */
     for (size_t i = 0; i < pe; i++) {
         const size_t tl = i / 512;
-        /* gemm_layout.cuh, written out: p = 256 half + 128 h + 64 c + 8 row + 2 t + e holds row
+        /* gemm_layout.h, written out: p = 256 half + 128 h + 64 c + 8 row + 2 t + e holds row
          * 8 half + row, k 8 t + 4 h + 2 c + e of its tile */
         const int p = (int)(i % 512), nJ = (K + 31) / 32;
         const int n = 16 * (int)(tl / nJ) + 8 * (p / 256) + (p / 8) % 8;
