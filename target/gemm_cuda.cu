@@ -1270,10 +1270,9 @@ void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, con
      * ahead. With packed weights the lab (weights from HBM, one GEMM at a time) favours the
      * register tiles up to 64 rows (tc m8 n1 u2 p1) and 256 rows (variant 4) for layers of <= 4096
      * outputs, but the whole forward measured 3-6% slower with that choice (session 15), so the
-     * dispatch stays as it was. Where built for sm_90a, the warpgroup path takes 33..64 rows
-     * (tcw 128 x 64) and more (tcw 128 x 128), narrow layers included (session 22: with two
-     * blocks a multiprocessor, 25-27 us where variant 4 took 29-30 at 72..128 rows of 4096 x
-     * 4096; session 17's one-block tcw had lost there). */
+     * dispatch stays as it was. Where built for sm_90a, the warpgroup paths take over from 33
+     * rows (below): tcw for narrow layers (session 22: with two blocks a multiprocessor, 25-27 us
+     * where variant 4 took 29-30 at 72..128 rows of 4096 x 4096), tss for the rest. */
     int v = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? TCB_128x64 : M <= 128 && N <= 4096 ? 4 : TCB_128x128;
     /* a long K at a few rows (qwen3-8b's down projection, 4096 x 12288): few blocks, each
      * streaming 384 KB, need more bytes in flight per warp: 8 k32 blocks a step (lab, M = 1 and 8:
@@ -1281,8 +1280,8 @@ void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, con
     if (M <= 8 && K >= 8192) v = TC_M1_U8;
     /* not at K < 1024: the warpgroup path permutes the rows first (one launch and a pass over them
      * per GEMM), which the embedded pair's narrow layers (K 256 and 768) do not win back: its
-     * forward at 64 rows 0.477 -> 0.459 ms, 512 rows 1.64 -> 1.54 with the block tiles (session 20) */
-    /* the shared-memory-operand path (tss, session 28; lab M = 512: gate-up 285 -> 179 us, down
+     * forward at 64 rows 0.477 -> 0.459 ms, 512 rows 1.64 -> 1.54 with the block tiles (session 20).
+     * The shared-memory-operand path (tss, session 28; lab M = 512: gate-up 285 -> 179 us, down
      * 171 -> 89, LM head 1632 -> 1080) from 65 rows, with 64-row tiles for narrow layers at
      * 129..256 rows (down at 256: 67 us against 81) and tcw kept for narrow layers up to 128 rows
      * (down at 128: tcw 60, tss 65-78); at 33..64 rows tss (64-row tiles) for wide layers only

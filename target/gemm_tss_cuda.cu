@@ -284,6 +284,9 @@ static int tss_map(CUtensorMap *m, const void *base, int rank, const cuuint64_t 
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/* The two maps are encoded here, on the host, at every launch (a host-side encode, no device
+ * call): in a captured graph that is once, at capture; eager launches (prefill chunks,
+ * --enforce-eager) pay it per GEMM. */
 int gemm_tss_launch(int bx, int u, int st, float *y, int ldy, const unsigned char *xp, int Mp, const uint16_t *w, int M,
                     int N, int K, int accumulate, int n_split, cudaStream_t s) {
     if (!g_tss_ready) gemm_tss_init(); /* flint_cuda_gemm_init does it, outside any capture */

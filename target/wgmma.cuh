@@ -1,6 +1,6 @@
 /* The Hopper pieces the warpgroup GEMMs share (gemm_cuda.cu's tcw, gemm_tss_cuda.cu's tss):
  * mbarriers, bulk copies into shared memory, wgmma descriptors and fences, the register-A wgmma
- * forms. Included after cuda_common.cuh; everything is static inline. */
+ * forms. Needs cuda_runtime.h and stdint.h (cuda_common.cuh brings both); all static inline. */
 #ifndef FLINT_TARGET_WGMMA_CUH
 #define FLINT_TARGET_WGMMA_CUH
 
