@@ -90,16 +90,22 @@ static __device__ __forceinline__ void gemm_tc_epilogue(float *red, float acc[TC
 #pragma unroll
         for (int mt = 0; mt < TC_MAX_MT; mt++) {
             if (mt >= MT) break;
-            float s[4];
+            float s[4], old[4];
+            /* D fragment: c0, c1 row (n) g, cols (m) 2t, 2t+1; c2, c3 row g + 8. The residual's 4
+             * values are loaded before any store (a load after a store that may alias it waits for
+             * it: one round trip per output otherwise) */
 #pragma unroll
-            for (int i = 0; i < 4; i++) { /* D fragment: c0, c1 row (n) g, cols (m) 2t, 2t+1; c2, c3 row g + 8 */
+            for (int i = 0; i < 4; i++) {
+                const int m = m0 + mt * 8 + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
+                old[i] = accumulate == GEMM_EPI_ADD && m < M && n < N ? y[(size_t)m * ldy + n] : 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
                 const int m = m0 + mt * 8 + 2 * t + (i & 1), n = n0 + g + 8 * (i >> 1);
                 const float *p = red + (nt * (TC_KW - 1) * MT * 4 + mt * 4 + i) * 32 + lane; /* p1, p2, p3 */
                 s[i] = __fadd_rn(__fadd_rn(acc[mt][i], p[0]), __fadd_rn(p[MT * 4 * 32], p[2 * MT * 4 * 32]));
-                if (accumulate != GEMM_EPI_GLU && m < M && n < N) {
-                    float *yp = y + (size_t)m * ldy + n;
-                    *yp = accumulate ? __fadd_rn(*yp, s[i]) : s[i];
-                }
+                if (accumulate != GEMM_EPI_GLU && m < M && n < N)
+                    y[(size_t)m * ldy + n] = accumulate ? __fadd_rn(old[i], s[i]) : s[i];
             }
             if (accumulate == GEMM_EPI_GLU) { /* row g is a gate, row g + 8 its up: one bf16 each */
 #pragma unroll
@@ -617,26 +623,40 @@ static __device__ __forceinline__ void tcb_combine(uint32_t tile_s, float *y, in
     for (int s0 = 0; s0 < steps; s0 += 4) {
         float4 p[4][4];
         tcb_combine_load(p, tile_s, s0, steps, rows, G4, LDR, T, tid, ns, M, N, m0, n0, part);
+        /* the residual's values of the 4 steps, loaded before any of their stores (a load after a
+         * store that may alias it waits for it) */
+        float old[4][4];
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
+            const int m = m0 + ml, n = n0 + nl;
+            const int ok = accumulate && s0 + b < steps && idx < rows * G4 && m < M && n < N;
+            const float *yp = y + (size_t)m * ldy + n;
+            if (ok && vy && n + 3 < N) {
+                const float4 o = *(const float4 *)yp;
+                old[b][0] = o.x, old[b][1] = o.y, old[b][2] = o.z, old[b][3] = o.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++) old[b][e] = ok && n + e < N ? yp[e] : 0.0f;
+            }
+        }
 #pragma unroll
         for (int b = 0; b < 4; b++) {
             const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
             const int m = m0 + ml, n = n0 + nl;
             if (s0 + b >= steps || idx >= rows * G4 || m >= M || n >= N) continue;
             const float4 sum = sum_parts(p[b]);
-            const float s[4] = {sum.x, sum.y, sum.z, sum.w};
+            float s[4] = {sum.x, sum.y, sum.z, sum.w};
+            if (accumulate)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[e] = __fadd_rn(old[b][e], s[e]);
             float *yp = y + (size_t)m * ldy + n;
             if (vy && n + 3 < N) {
-                float4 o = make_float4(s[0], s[1], s[2], s[3]);
-                if (accumulate) {
-                    const float4 old = *(const float4 *)yp;
-                    o = make_float4(__fadd_rn(old.x, s[0]), __fadd_rn(old.y, s[1]), __fadd_rn(old.z, s[2]),
-                                    __fadd_rn(old.w, s[3]));
-                }
-                *(float4 *)yp = o;
+                *(float4 *)yp = make_float4(s[0], s[1], s[2], s[3]);
             } else {
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    if (n + e < N) yp[e] = accumulate ? __fadd_rn(yp[e], s[e]) : s[e];
+                    if (n + e < N) yp[e] = s[e];
             }
         }
     }

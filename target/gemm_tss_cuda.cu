@@ -38,6 +38,7 @@
 #include "target/wgmma.cuh"
 
 #define TSS_THREADS 288
+#define TSS_QG 2 /* q steps (8 x rows each) whose residual loads go out together in the epilogue */
 
 #if TCW_HAVE
 /* add = 0: D = A B (scale-d false: the chain's first MMA; D's old registers are not read) */
@@ -182,29 +183,45 @@ static __global__ void __launch_bounds__(TSS_THREADS, 1)
          * W row 16 tr + g + 8 (e >> 1) of the tile. (Zeroing the sets, or writing sums into them,
          * made ptxas serialise every wgmma: C7515.) */
 #pragma unroll
-        for (int q = 0; q < BX / 8; q++) {
-            float r[4];
+        for (int q0 = 0; q0 < BX / 8; q0 += TSS_QG) {
+            /* the residual's values of TSS_QG q steps, loaded before any of their stores: y's
+             * stores may alias its loads, so a load after a store waits for it, and 64 such round
+             * trips a thread doubled the O projection's time at 512 rows (ncu, session 29) */
+            float old[TSS_QG][4];
+            if (!GLU && accumulate)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = 4 * q + e;
-                const float s01 = n_split == 4 ? stash[256 * i] : __fadd_rn(a[i], n_split == 2 ? b[i] : 0.0f);
-                const float s23 = n_split == 4 ? __fadd_rn(a[i], b[i]) : __fadd_rn(0.0f, 0.0f);
-                r[e] = __fadd_rn(__fadd_rn(s01, s23), 0.0f);
-            }
+                for (int qq = 0; qq < TSS_QG; qq++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int m = m0 + 8 * q + 2 * t + e;
-                if (m >= M) continue;
-                if (GLU) { /* row g is a gate, row g + 8 its up (the interleaved packing) */
-                    if (n0 + 16 * tr + g < N)
-                        ((uint16_t *)y)[(size_t)m * ldy + n0 / 2 + 8 * tr + g] = swiglu_bf16(r[e], r[2 + e]);
-                } else {
+                    for (int e = 0; e < 4; e++) {
+                        const int m = m0 + 8 * (q0 + qq) + 2 * t + (e & 1), n = n0 + 16 * tr + g + 8 * (e >> 1);
+                        old[qq][e] = m < M && n < N ? y[(size_t)m * ldy + n] : 0.0f;
+                    }
 #pragma unroll
-                    for (int hh = 0; hh < 2; hh++) {
-                        const int n = n0 + 16 * tr + g + 8 * hh;
-                        if (n >= N) continue;
-                        float *yp = y + (size_t)m * ldy + n;
-                        *yp = accumulate ? __fadd_rn(*yp, r[2 * hh + e]) : r[2 * hh + e];
+            for (int qq = 0; qq < TSS_QG; qq++) {
+                const int q = q0 + qq;
+                float r[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = 4 * q + e;
+                    const float s01 = n_split == 4 ? stash[256 * i] : __fadd_rn(a[i], n_split == 2 ? b[i] : 0.0f);
+                    const float s23 = n_split == 4 ? __fadd_rn(a[i], b[i]) : __fadd_rn(0.0f, 0.0f);
+                    r[e] = __fadd_rn(__fadd_rn(s01, s23), 0.0f);
+                }
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int m = m0 + 8 * q + 2 * t + e;
+                    if (m >= M) continue;
+                    if (GLU) { /* row g is a gate, row g + 8 its up (the interleaved packing) */
+                        if (n0 + 16 * tr + g < N)
+                            ((uint16_t *)y)[(size_t)m * ldy + n0 / 2 + 8 * tr + g] = swiglu_bf16(r[e], r[2 + e]);
+                    } else {
+#pragma unroll
+                        for (int hh = 0; hh < 2; hh++) {
+                            const int n = n0 + 16 * tr + g + 8 * hh;
+                            if (n >= N) continue;
+                            y[(size_t)m * ldy + n] = accumulate ? __fadd_rn(old[qq][2 * hh + e], r[2 * hh + e])
+                                                                : r[2 * hh + e];
+                        }
                     }
                 }
             }
