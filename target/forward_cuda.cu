@@ -536,6 +536,23 @@ static int row_parallel(flint_target *t, struct flint_target_cuda *g, const uint
     return 0;
 }
 
+/* The norm of x's rows for the GEMM of N outputs that reads them: straight into the stream's GEMM
+ * scratch in its layout where that GEMM reads from there (the warpgroup paths, > 32 rows), which
+ * saves the GEMM's own pass over the rows and a launch (session 29: 109 of them a forward at
+ * batch 64); into xn otherwise. Returns the x to hand the GEMM (NULL: the scratch). */
+static const uint16_t *norm_for_gemm(struct flint_target_cuda *g, const flint_target_config *c, const int32_t *rows,
+                                     const uint16_t *w, int n_rows, int N, float *copy, int ldc, flint_cuda_stream s) {
+    const int H = c->hidden_size;
+    int Mp = 0;
+    unsigned char *xp = flint_cuda_gemm_xp(n_rows, N, H, s, &Mp);
+    if (xp) {
+        flint_cuda_rmsnorm_xp(xp, Mp, g->x, H, rows, w, n_rows, H, c->rms_norm_eps, copy, ldc, s);
+        return NULL;
+    }
+    flint_cuda_rmsnorm_copy(g->xn, H, g->x, H, rows, w, n_rows, H, c->rms_norm_eps, copy, ldc, s);
+    return g->xn;
+}
+
 /* Every kernel of one forward over R rows (R_logit logit rows, attention bounded by max_ctx),
  * reading the batch from the device arrays only: what a graph captures. */
 static int launch_forward(flint_target *t, struct flint_target_cuda *g, const graph_key *k, flint_err *err) {
@@ -555,9 +572,8 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
             if (!tap) tap = g->taps + (size_t)j * H;
             else flint_cuda_copy_rows(g->taps + (size_t)j * H, k->n_taps * (int)H, g->x, (int)H, R, (int)H, s);
         }
-        flint_cuda_rmsnorm_copy(g->xn, H, g->x, H, NULL, ly->attn_norm, R, H, c->rms_norm_eps, tap, k->n_taps * (int)H,
-                                s);
-        flint_cuda_gemm_tc(g->qkv, t->qkv_dim, g->xn, H, ly->wqkv, R, t->qkv_dim, H, 0, s);
+        const uint16_t *xq = norm_for_gemm(g, c, NULL, ly->attn_norm, R, t->qkv_dim, tap, k->n_taps * (int)H, s);
+        flint_cuda_gemm_tc(g->qkv, t->qkv_dim, xq, H, ly->wqkv, R, t->qkv_dim, H, 0, s);
         /* q/k norm, RoPE, and the K/V into the cache: one launch */
         const flint_cuda_kv_dst kv = {kc,     vc,       t->nh,         t->q_dim + t->kv_dim, t->nkv,
                                       g->row_seq, g->tables, g->bt_stride, t->opts.kv_block_size};
@@ -594,11 +610,11 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
         }
         flint_cuda_attention(&a, s);
         if (row_parallel(t, g, g->att, t->q_dim, ly->wo, R, err)) return -1;
-        flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->mlp_norm, R, H, c->rms_norm_eps, s);
+        const uint16_t *xm = norm_for_gemm(g, c, NULL, ly->mlp_norm, R, 2 * I, NULL, 0, s);
         if (g->glu) {
-            flint_cuda_gemm_tc_glu(g->act, I, g->xn, H, ly->w_gate_up, R, I, H, s);
+            flint_cuda_gemm_tc_glu(g->act, I, xm, H, ly->w_gate_up, R, I, H, s);
         } else {
-            flint_cuda_gemm_tc(g->gu, 2 * I, g->xn, H, ly->w_gate_up, R, 2 * I, H, 0, s);
+            flint_cuda_gemm_tc(g->gu, 2 * I, xm, H, ly->w_gate_up, R, 2 * I, H, 0, s);
             flint_cuda_swiglu(g->act, I, g->gu, 2 * I, R, I, s);
         }
         if (row_parallel(t, g, g->act, I, ly->w_down, R, err)) return -1;
@@ -608,11 +624,11 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
     }
     if (k->n_logit > 0) {
         const int V = c->vocab_size, NV = t->nv, L = k->n_logit;
-        flint_cuda_rmsnorm(g->xn, H, g->x, H, g->logit_rows, g->final_norm, L, H, c->rms_norm_eps, s);
+        const uint16_t *xl = norm_for_gemm(g, c, g->logit_rows, g->final_norm, L, tp ? NV : V, NULL, 0, s);
         if (!tp) {
-            flint_cuda_gemm_tc(g->logits, V, g->xn, H, g->lm_head, L, V, H, 0, s);
+            flint_cuda_gemm_tc(g->logits, V, xl, H, g->lm_head, L, V, H, 0, s);
         } else { /* vocabulary-parallel: this rank's columns, gathered rank-major, then laid side by side */
-            flint_cuda_gemm_tc(g->lpart, NV, g->xn, H, g->lm_head, L, NV, H, 0, s);
+            flint_cuda_gemm_tc(g->lpart, NV, xl, H, g->lm_head, L, NV, H, 0, s);
             if (flint_tp_nccl_all_gather(tp->nccl, g->lpart, g->gather, (size_t)L * NV, (void *)st, err)) return -1;
             for (int r = 0; r < tp->n_ranks; r++)
                 CUDA_OK(cudaMemcpy2DAsync(g->logits + (size_t)r * NV, sizeof(float) * V, g->gather + (size_t)r * L * NV,

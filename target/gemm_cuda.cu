@@ -1212,9 +1212,11 @@ static int gemm_tcw_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
     const int Mp = (M + TCW_MP - 1) / TCW_MP * TCW_MP, nJ = (K + 31) / 32;
     unsigned char *xp = tcw_scratch(s, flint_cuda_gemm_scratch_bytes(M, K));
     if (!xp) return 0;
-    const size_t n = (size_t)nJ * Mp;
-    FLINT_LAUNCH(tcw_permute_kernel, (unsigned)((n + 255) / 256), 256, 0, s, xp, x, ldx, M, K, Mp, nJ);
-    CUDA_CHECK(cudaGetLastError());
+    if (x) { /* NULL: a kernel before wrote x here already (flint_cuda_gemm_xp) */
+        const size_t n = (size_t)nJ * Mp;
+        FLINT_LAUNCH(tcw_permute_kernel, (unsigned)((n + 255) / 256), 256, 0, s, xp, x, ldx, M, K, Mp, nJ);
+        CUDA_CHECK(cudaGetLastError());
+    }
     if (v->ss) return gemm_tss_launch(v->bm, v->u, v->st, y, ldy, xp, Mp, w, M, N, K, accumulate, n_split, s);
     const unsigned char *xpc = xp;
     int mp = Mp;
@@ -1223,19 +1225,32 @@ static int gemm_tcw_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
     return 1;
 }
 
-static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w,
-                           int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
-    FLINT_ASSERT(n_split == 1 || n_split == 2 || n_split == 4);
-    FLINT_ASSERT((uintptr_t)w % 16 == 0); /* packed: tiles of 1 KB */
-    /* vec: x's rows can be read in 16-byte chunks (W is packed, always) */
-    const int vec = K % 8 == 0 && ldx % 8 == 0 && (uintptr_t)x % 16 == 0;
+/* The variant that runs for v's pick: the fallbacks for x's alignment (vec: its rows can be read
+ * in 16-byte chunks; W is packed, always), the build, whole stages, and a stream without a scratch
+ * large enough for the warpgroup paths. */
+static const gemm_tc_variant *gemm_tc_final(const gemm_tc_variant *v, int M, int K, int n_split, int vec,
+                                            flint_cuda_stream s) {
     /* tcb copies x in 8-byte pieces of whole chunks, tcw in 16-byte ones; tcw needs sm_90a */
     if ((v->wn || v->bm) && !vec) v = &tc_variants[TC_FALLBACK_LARGE];
     if (v->bm && !FLINT_TCW_BUILT) v = &tc_variants[TCB_128x128];
     /* tcw issues whole stages only: each part of K must be a multiple of U k32 blocks */
     if (v->bm && ((K + 31) / 32) % (n_split * v->u) != 0) v = &tc_variants[v->bm == 64 ? TCB_128x64 : TCB_128x128];
-    if (v->bm && gemm_tcw_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s)) return;
-    if (v->bm) v = &tc_variants[TCB_128x128]; /* no scratch bound to the stream */
+    if (v->bm && !tcw_scratch(s, flint_cuda_gemm_scratch_bytes(M, K))) v = &tc_variants[TCB_128x128];
+    return v;
+}
+
+static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w,
+                           int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
+    FLINT_ASSERT(n_split == 1 || n_split == 2 || n_split == 4);
+    FLINT_ASSERT((uintptr_t)w % 16 == 0); /* packed: tiles of 1 KB */
+    const int vec = K % 8 == 0 && ldx % 8 == 0 && (uintptr_t)x % 16 == 0;
+    v = gemm_tc_final(v, M, K, n_split, vec, s);
+    FLINT_ASSERT(x || v->bm); /* x in the scratch already: only the warpgroup paths read it there */
+    if (v->bm) {
+        const int launched = gemm_tcw_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
+        FLINT_ASSERT(launched); /* gemm_tc_final found the scratch */
+        return;
+    }
     if (v->wn) {
         gemm_tcb_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
         return;
@@ -1278,11 +1293,8 @@ void flint_cuda_gemm_init(void) {
     if (FLINT_TCW_BUILT) gemm_tss_init();
 }
 
-void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
-                              int accumulate, int n_split, flint_cuda_stream s) {
-    FLINT_ASSERT(M >= 0 && N > 0 && K > 0 && ldx >= K && ldy >= (accumulate == GEMM_EPI_GLU ? N / 2 : N));
-    FLINT_ASSERT(accumulate != GEMM_EPI_GLU || (n_split == 4 && N % 16 == 0));
-    if (M == 0) return;
+/* The variant for M x N x K (before gemm_tc_final's fallbacks). */
+static const gemm_tc_variant *gemm_tc_pick(int M, int N, int K) {
     /* Picked on the H200 (docs/benchmarks.md, qwen3-8b projections, 2026-11-29): M <= 32, the
      * register path with one block per 16 outputs and every row in it; 33..64 rows, shared-memory
      * tiles of 128 outputs x 64 rows (TCB_128x64); more, tiles of 128 x 128 (TCB_128x128),
@@ -1310,7 +1322,23 @@ void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, con
         if (M <= 64) v = N > 8192 ? TSS_64 : TCW_64;
         else v = N <= 4096 ? (M <= 128 ? TCW_128 : M <= 256 ? TSS_64 : TSS_128) : TSS_128;
     }
-    gemm_tc_launch(&tc_variants[v], y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
+    return &tc_variants[v];
+}
+
+void flint_cuda_gemm_tc_split(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,
+                              int accumulate, int n_split, flint_cuda_stream s) {
+    FLINT_ASSERT(M >= 0 && N > 0 && K > 0 && ldx >= K && ldy >= (accumulate == GEMM_EPI_GLU ? N / 2 : N));
+    FLINT_ASSERT(accumulate != GEMM_EPI_GLU || (n_split == 4 && N % 16 == 0));
+    if (M == 0) return;
+    gemm_tc_launch(gemm_tc_pick(M, N, K), y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
+}
+
+unsigned char *flint_cuda_gemm_xp(int M, int N, int K, flint_cuda_stream s, int *Mp) {
+    if (M < 1 || K % 32 != 0) return NULL;
+    const gemm_tc_variant *v = gemm_tc_final(gemm_tc_pick(M, N, K), M, K, 4, 1, s);
+    if (!v->bm) return NULL;
+    *Mp = (M + TCW_MP - 1) / TCW_MP * TCW_MP;
+    return tcw_scratch(s, flint_cuda_gemm_scratch_bytes(M, K));
 }
 
 void flint_cuda_gemm_tc(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,

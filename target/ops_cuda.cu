@@ -129,7 +129,7 @@ rmsnorm_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *r
  * scalar kernel's chain of dependent loads made a 4096-wide norm cost ~8 us; this one ~2. */
 static __global__ void __launch_bounds__(1024)
 rmsnorm_vec_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w, int n,
-                   float eps, float *copy, int ldc) {
+                   float eps, float *copy, int ldc, unsigned char *xp, int Mp) {
     pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */
     __shared__ float part[32];
     const int i = blockIdx.x, n4 = n >> 2, T = blockDim.x;
@@ -182,7 +182,15 @@ rmsnorm_vec_kernel(uint16_t *out, int ldo, const float *x, int ldx, const int32_
                             (uint32_t)f2bf(__fmul_rn(__fmul_rn(v[j].y, inv), w1)) << 16;
         const uint32_t hi = (uint32_t)f2bf(__fmul_rn(__fmul_rn(v[j].z, inv), w2)) |
                             (uint32_t)f2bf(__fmul_rn(__fmul_rn(v[j].w, inv), w3)) << 16;
-        o[k] = make_uint2(lo, hi);
+        if (xp) { /* the GEMM scratch (gemm_cuda.cu, tcw): element e of row i at byte (e / 32) Mp 64 +
+                   * (i / 8) 512 + ((e / 2) % 4) 128 + (i % 8) 16 + ((e / 8) % 4) 4 + (e % 2) 2 */
+            const int e = 4 * k, wd = (e >> 1) & 3;
+            unsigned char *b = xp + (size_t)(e >> 5) * Mp * 64 + (i >> 3) * 512 + (i & 7) * 16 + ((e >> 3) & 3) * 4;
+            *(uint32_t *)(b + wd * 128) = lo;
+            *(uint32_t *)(b + (wd + 1) * 128) = hi;
+        } else {
+            o[k] = make_uint2(lo, hi);
+        }
     }
 }
 
@@ -200,10 +208,24 @@ void flint_cuda_rmsnorm_copy(uint16_t *out, int ldo, const float *x, int ldx, co
     if (vec) {
         int T = (n4 + NORM_VEC - 1) / NORM_VEC;
         T = (T + 31) / 32 * 32;
-        FLINT_LAUNCH(rmsnorm_vec_kernel, n_rows, T, 0, s, out, ldo, x, ldx, rows, w, n, eps, copy, ldc);
+        FLINT_LAUNCH(rmsnorm_vec_kernel, n_rows, T, 0, s, out, ldo, x, ldx, rows, w, n, eps, copy, ldc,
+                     (unsigned char *)NULL, 0);
     } else {
         FLINT_LAUNCH(rmsnorm_kernel, n_rows, NORM_THREADS, 0, s, out, ldo, x, ldx, rows, w, n, eps, copy, ldc);
     }
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void flint_cuda_rmsnorm_xp(unsigned char *xp, int Mp, const float *x, int ldx, const int32_t *rows, const uint16_t *w,
+                           int n_rows, int n, float eps, float *copy, int ldc, flint_cuda_stream s) {
+    /* the vector kernel's conditions (flint_cuda_rmsnorm_copy), which the caller's shapes meet */
+    FLINT_ASSERT(xp && n_rows >= 0 && n_rows <= Mp && n % 32 == 0 && ldx >= n && ldx % 4 == 0 &&
+                 (uintptr_t)x % 16 == 0 && (uintptr_t)w % 8 == 0 && n / 4 <= 1024 * NORM_VEC && w);
+    FLINT_ASSERT(!copy || (ldc >= n && ldc % 4 == 0 && (uintptr_t)copy % 16 == 0));
+    if (n_rows == 0) return;
+    int T = (n / 4 + NORM_VEC - 1) / NORM_VEC;
+    T = (T + 31) / 32 * 32;
+    FLINT_LAUNCH(rmsnorm_vec_kernel, n_rows, T, 0, s, (uint16_t *)NULL, 0, x, ldx, rows, w, n, eps, copy, ldc, xp, Mp);
     CUDA_CHECK(cudaGetLastError());
 }
 

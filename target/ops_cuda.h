@@ -84,6 +84,11 @@ void flint_cuda_rmsnorm(uint16_t *out, int ldo, const float *x, int ldx, const i
  * output's order): the target's taps of the layer before, without a launch of their own. */
 void flint_cuda_rmsnorm_copy(uint16_t *out, int ldo, const float *x, int ldx, const int32_t *rows, const uint16_t *w,
                              int n_rows, int n, float eps, float *copy, int ldc, flint_cuda_stream s);
+/* flint_cuda_rmsnorm_copy with the output written into a GEMM's scratch instead (xp, Mp from
+ * flint_cuda_gemm_xp for that GEMM; n % 32 == 0, x and copy 16-byte aligned rows): the same bf16
+ * values, in the layout the warpgroup GEMM reads. */
+void flint_cuda_rmsnorm_xp(unsigned char *xp, int Mp, const float *x, int ldx, const int32_t *rows, const uint16_t *w,
+                           int n_rows, int n, float eps, float *copy, int ldc, flint_cuda_stream s);
 
 /* In place on fp32 rows x [n_rows][ldx]: heads 0..n_a-1 (at h * head_dim) are RMS-normed with
  * w_a, heads n_a..n_a+n_b-1 with w_b (per head, Qwen3 q_norm / k_norm; a NULL weight means no
@@ -194,6 +199,11 @@ int flint_cuda_kernel_pdl(void);
 size_t flint_cuda_gemm_scratch_bytes(int max_rows, int max_k);
 void flint_cuda_gemm_scratch_bind(flint_cuda_stream s, void *p, size_t bytes);
 void flint_cuda_gemm_scratch_unbind(flint_cuda_stream s);
+/* Where flint_cuda_gemm_tc (or _glu, N = 2 I) of M x N x K on stream s reads x from that scratch,
+ * the scratch and its padded row count (*Mp); NULL where the GEMM reads x itself (or K % 32 != 0).
+ * A kernel may then write x's rows there in the scratch's layout (flint_cuda_rmsnorm_xp) and the
+ * GEMM be called with x = NULL (ldx = K): one launch and one pass over the rows fewer, same bits. */
+unsigned char *flint_cuda_gemm_xp(int M, int N, int K, flint_cuda_stream s, int *Mp);
 
 /* ==== Packed weights: what every flint_cuda_gemm_tc* reads as W ====
  * W [N][K] bf16 is stored as ceil(N / 16) x ceil(K / 32) tiles of 512 elements in the order the

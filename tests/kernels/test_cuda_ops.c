@@ -265,6 +265,61 @@ static void test_rmsnorm(int R, int n, int ldx, int ldo, int gather) {
     free(x), free(wf), free(ref), free(w), free(got), free(rows);
 }
 
+/* The norm written straight into the GEMM's scratch (flint_cuda_rmsnorm_xp, then the GEMM with x =
+ * NULL: the forward's norms before a warpgroup GEMM) against the norm into a row buffer and the
+ * GEMM permuting it: the GEMM's outputs (and the tap copy) bit-equal. The scratch is filled with
+ * NaN bytes first, so that a value the norm failed to write (or a pad row read as data) shows. */
+static void test_rmsnorm_xp(int R, int n, int N, int gather, int accumulate) {
+    const int X = gather ? R + 3 : R, ldc = n + 4;
+    float *x = xmalloc(sizeof(float) * X * n), *y0 = xmalloc(sizeof(float) * R * N);
+    float *want = xmalloc(sizeof(float) * R * N), *got = xmalloc(sizeof(float) * R * N);
+    float *c1 = xmalloc(sizeof(float) * R * ldc), *c2 = xmalloc(sizeof(float) * R * ldc);
+    uint16_t *w = xmalloc(sizeof(uint16_t) * n), *wh = xmalloc(sizeof(uint16_t) * N * n);
+    int32_t *rows = xmalloc(sizeof(int32_t) * R);
+    rand_f32(x, (size_t)X * n, -2, 2);
+    rand_bf16(w, NULL, n, 0.5f, 1.5f);
+    rand_bf16(wh, NULL, (size_t)N * n, -1, 1);
+    rand_f32(y0, (size_t)R * N, -4, 4);
+    for (int i = 0; i < R; i++) rows[i] = gather ? irand(X) : i;
+    const float eps = 1e-6f;
+    flint_cuda_gemm_configure(1, 1, -1); /* the warpgroup paths on (the only ones that read the scratch) */
+    dbuf dx = dnew_up(x, sizeof(float) * X * n), dw = dnew_up(w, sizeof(uint16_t) * n);
+    dbuf dr = dnew_up(rows, sizeof(int32_t) * R), dxn = dnew(sizeof(uint16_t) * R * n);
+    dbuf dw0 = dnew_up(wh, sizeof(uint16_t) * N * n), dwp = dpack(&dw0, N, n);
+    dbuf dy = dnew_up(y0, sizeof(float) * R * N), dc = dnew(sizeof(float) * R * ldc);
+    const int32_t *rp = gather ? dr.p : NULL;
+    float *cp = gather ? NULL : dc.p;
+    flint_cuda_rmsnorm_copy(dxn.p, n, dx.p, n, rp, dw.p, R, n, eps, cp, ldc, NULL);
+    flint_cuda_gemm_tc(dy.p, N, dxn.p, n, dwp.p, R, N, n, accumulate, NULL);
+    down(want, &dy);
+    if (cp) down(c1, &dc);
+    int Mp = 0;
+    unsigned char *xp = flint_cuda_gemm_xp(R, N, n, NULL, &Mp);
+    size_t bad = 0, nf = 0, total = (size_t)R * N;
+    if (xp) {
+        CK(cudaMemset(xp, 0xFF, flint_cuda_gemm_scratch_bytes(R, n)));
+        CK(cudaMemcpy(dy.p, y0, sizeof(float) * R * N, cudaMemcpyHostToDevice));
+        CK(cudaMemset(dc.p, 0xFF, sizeof(float) * R * ldc));
+        flint_cuda_rmsnorm_xp(xp, Mp, dx.p, n, rp, dw.p, R, n, eps, cp, ldc, NULL);
+        flint_cuda_gemm_tc(dy.p, N, NULL, n, dwp.p, R, N, n, accumulate, NULL);
+        down(got, &dy);
+        for (size_t i = 0; i < total; i++) {
+            nf += !isfinite(got[i]);
+            bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        }
+        if (cp) {
+            down(c2, &dc);
+            for (int i = 0; i < R; i++) bad += memcmp(c1 + (size_t)i * ldc, c2 + (size_t)i * ldc, sizeof(float) * n) != 0;
+        }
+    }
+    char cas[96];
+    snprintf(cas, sizeof cas, "rows=%d n=%d N=%d%s%s%s", R, n, N, gather ? " gathered" : " copy", accumulate ? " acc" : "",
+             xp ? "" : " (no scratch path!)");
+    bits_row("rmsnorm-xp", cas, bad, total, nf, xp != NULL && guards_ok(&dy) && guards_ok(&dc));
+    dfree(&dx), dfree(&dw), dfree(&dr), dfree(&dxn), dfree(&dw0), dfree(&dwp), dfree(&dy), dfree(&dc);
+    free(x), free(y0), free(want), free(got), free(c1), free(c2), free(w), free(wh), free(rows);
+}
+
 /* ==== Per-head q/k RMSNorm + NeoX RoPE ==== */
 
 static void test_qk_norm_rope(const char *name, int R, int n_a, int n_b, int hd, int with_norm, int tail) {
@@ -1205,6 +1260,13 @@ int main(int argc, char **argv) {
     test_rmsnorm(5, 64, 64, 64, 1);
     test_rmsnorm(7, 1000, 1000, 1000, 1);  /* 16-byte path, a partial last warp */
     test_rmsnorm(3, 17000, 17000, 17000, 0); /* too wide for the registers: the scalar path */
+    /* into the GEMM's scratch: tcw (33..64 rows of a narrow layer, 65..128), tss (64- and 128-row tiles) */
+    test_rmsnorm_xp(33, 1024, 1000, 0, 0);
+    test_rmsnorm_xp(64, 4096, 4096, 0, 1);
+    test_rmsnorm_xp(40, 4096, 8200, 1, 0);
+    test_rmsnorm_xp(100, 1024, 2048, 0, 1);
+    test_rmsnorm_xp(200, 2048, 4096, 1, 0);
+    if (!quick) test_rmsnorm_xp(512, 4096, 6144, 0, 0);
 
     test_qk_norm_rope("qwen3-8b", 19, 32, 8, 128, 1, 8 * 128);
     test_qk_norm_rope("llama", 9, 8, 4, 64, 0, 4 * 64);
