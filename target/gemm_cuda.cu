@@ -623,40 +623,43 @@ static __device__ __forceinline__ void tcb_combine(uint32_t tile_s, float *y, in
     for (int s0 = 0; s0 < steps; s0 += 4) {
         float4 p[4][4];
         tcb_combine_load(p, tile_s, s0, steps, rows, G4, LDR, T, tid, ns, M, N, m0, n0, part);
-        /* the residual's values of the 4 steps, loaded before any of their stores (a load after a
-         * store that may alias it waits for it) */
-        float old[4][4];
+        /* the residual's values, two steps' at a time, loaded before their stores (a load after a
+         * store that may alias it waits for it; all four steps' at once spill at 96 registers) */
 #pragma unroll
-        for (int b = 0; b < 4; b++) {
-            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
-            const int m = m0 + ml, n = n0 + nl;
-            const int ok = accumulate && s0 + b < steps && idx < rows * G4 && m < M && n < N;
-            const float *yp = y + (size_t)m * ldy + n;
-            if (ok && vy && n + 3 < N) {
-                const float4 o = *(const float4 *)yp;
-                old[b][0] = o.x, old[b][1] = o.y, old[b][2] = o.z, old[b][3] = o.w;
-            } else {
+        for (int b0 = 0; b0 < 4; b0 += 2) {
+            float old[2][4];
 #pragma unroll
-                for (int e = 0; e < 4; e++) old[b][e] = ok && n + e < N ? yp[e] : 0.0f;
+            for (int bb = 0; bb < 2; bb++) {
+                const int b = b0 + bb, idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
+                const int m = m0 + ml, n = n0 + nl;
+                const int ok = accumulate && s0 + b < steps && idx < rows * G4 && m < M && n < N;
+                const float *yp = y + (size_t)m * ldy + n;
+                if (ok && vy && n + 3 < N) {
+                    const float4 o = *(const float4 *)yp;
+                    old[bb][0] = o.x, old[bb][1] = o.y, old[bb][2] = o.z, old[bb][3] = o.w;
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) old[bb][e] = ok && n + e < N ? yp[e] : 0.0f;
+                }
             }
-        }
 #pragma unroll
-        for (int b = 0; b < 4; b++) {
-            const int idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
-            const int m = m0 + ml, n = n0 + nl;
-            if (s0 + b >= steps || idx >= rows * G4 || m >= M || n >= N) continue;
-            const float4 sum = sum_parts(p[b]);
-            float s[4] = {sum.x, sum.y, sum.z, sum.w};
-            if (accumulate)
+            for (int bb = 0; bb < 2; bb++) {
+                const int b = b0 + bb, idx = tid + (s0 + b) * T, ml = part * rows + idx / G4, nl = 4 * (idx % G4);
+                const int m = m0 + ml, n = n0 + nl;
+                if (s0 + b >= steps || idx >= rows * G4 || m >= M || n >= N) continue;
+                const float4 sum = sum_parts(p[b]);
+                float sv[4] = {sum.x, sum.y, sum.z, sum.w};
+                if (accumulate)
 #pragma unroll
-                for (int e = 0; e < 4; e++) s[e] = __fadd_rn(old[b][e], s[e]);
-            float *yp = y + (size_t)m * ldy + n;
-            if (vy && n + 3 < N) {
-                *(float4 *)yp = make_float4(s[0], s[1], s[2], s[3]);
-            } else {
+                    for (int e = 0; e < 4; e++) sv[e] = __fadd_rn(old[bb][e], sv[e]);
+                float *yp = y + (size_t)m * ldy + n;
+                if (vy && n + 3 < N) {
+                    *(float4 *)yp = make_float4(sv[0], sv[1], sv[2], sv[3]);
+                } else {
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (n + e < N) yp[e] = s[e];
+                    for (int e = 0; e < 4; e++)
+                        if (n + e < N) yp[e] = sv[e];
+                }
             }
         }
     }
@@ -1069,7 +1072,7 @@ typedef struct gemm_tc_variant {
 #define TCW_VARIANT(bm, u, st, minb)                                                                  \
     {0, 0, u, 0, st, 0, 0, 0, 0, bm, (gemm_tc_kernel_fn)gemm_tcw_m##bm##_s##st##_u##u##_b##minb##_kernel, \
      (gemm_tc_kernel_fn)gemm_tcw_m##bm##_s##st##_u##u##_b##minb##_glu_kernel, minb}
-#define TSS_VARIANT(bm, u, st) {0, 0, u, 0, st, 0, 0, 0, 0, bm, NULL, NULL, 1, 1}
+#define TSS_VARIANT(bm, u, st, minb) {0, 0, u, 0, st, 0, 0, 0, 0, bm, NULL, NULL, minb, 1}
 static const gemm_tc_variant tc_variants[] = {
     TC_VARIANT(1, 1, 4, 1), TC_VARIANT(2, 1, 4, 1), TC_VARIANT(4, 1, 2, 1), TC_VARIANT(8, 1, 2, 0),
     TC_VARIANT(8, 4, 1, 0), /* 0-4: what flint_cuda_gemm_tc picks; lab alternatives follow */
@@ -1079,15 +1082,17 @@ static const gemm_tc_variant tc_variants[] = {
     TCB_VARIANT(2, 2, 4, 8, 3, 2), TCB_VARIANT(2, 4, 4, 4, 4, 1), TCB_VARIANT(4, 1, 4, 8, 4, 1),
     TCB_VARIANT(2, 2, 4, 4, 4, 1), TCW_VARIANT(128, 4, 3, 1), TCW_VARIANT(64, 4, 4, 1), TCW_VARIANT(128, 2, 5, 1),
     TCW_VARIANT(128, 2, 3, 2), TCW_VARIANT(64, 4, 2, 2), TCW_VARIANT(64, 2, 4, 2),
-    TSS_VARIANT(128, 1, 8), TSS_VARIANT(128, 2, 4), TSS_VARIANT(64, 1, 10), TSS_VARIANT(64, 2, 5),
+    TSS_VARIANT(128, 1, 8, 1), TSS_VARIANT(128, 2, 4, 1), TSS_VARIANT(64, 1, 10, 1), TSS_VARIANT(64, 2, 5, 1),
+    TSS_VARIANT(64, 1, 6, 2), TSS_VARIANT(64, 2, 3, 2),
 };
 #define TC_N_VARIANTS ((int)(sizeof tc_variants / sizeof tc_variants[0]))
 #define TCB_128x128 13 /* TCB_VARIANT(2, 2, 4, 8, 4, 1) */
 #define TCB_128x64 17  /* TCB_VARIANT(2, 2, 4, 4, 4, 1) */
 #define TCW_128 21    /* TCW_VARIANT(128, 2, 3, 2) */
 #define TCW_64 23     /* TCW_VARIANT(64, 2, 4, 2) */
-#define TSS_128 25    /* TSS_VARIANT(128, 2, 4) */
-#define TSS_64 27     /* TSS_VARIANT(64, 2, 5) */
+#define TSS_128 25    /* TSS_VARIANT(128, 2, 4, 1) */
+#define TSS_64 27     /* TSS_VARIANT(64, 2, 5, 1) */
+#define TSS_64_B2 29  /* TSS_VARIANT(64, 1, 6, 2) */
 #define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
 #define TC_M1_U8 6 /* TC_VARIANT(1, 1, 8, 1) */
 
@@ -1217,7 +1222,7 @@ static int gemm_tcw_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
         FLINT_LAUNCH(tcw_permute_kernel, (unsigned)((n + 255) / 256), 256, 0, s, xp, x, ldx, M, K, Mp, nJ);
         CUDA_CHECK(cudaGetLastError());
     }
-    if (v->ss) return gemm_tss_launch(v->bm, v->u, v->st, y, ldy, xp, Mp, w, M, N, K, accumulate, n_split, s);
+    if (v->ss) return gemm_tss_launch(v->bm, v->u, v->st, v->minb, y, ldy, xp, Mp, w, M, N, K, accumulate, n_split, s);
     const unsigned char *xpc = xp;
     int mp = Mp;
     void *args[] = {&y, &ldy, &xpc, &mp, &w, &M, &N, &K, &accumulate};
@@ -1288,7 +1293,8 @@ void flint_cuda_gemm_init(void) {
     for (int i = 0; i < TC_N_VARIANTS; i++) /* a ring of one slot deadlocks: a slot is released a stage late */
         FLINT_ASSERT(!tc_variants[i].bm || tc_variants[i].st >= 2);
     FLINT_ASSERT(tc_variants[TSS_128].ss && tc_variants[TSS_128].bm == 128 && tc_variants[TSS_128].u == 2 &&
-                 tc_variants[TSS_64].ss && tc_variants[TSS_64].bm == 64 && tc_variants[TSS_64].u == 2);
+                 tc_variants[TSS_64].ss && tc_variants[TSS_64].bm == 64 && tc_variants[TSS_64].u == 2 &&
+                 tc_variants[TSS_64_B2].ss && tc_variants[TSS_64_B2].bm == 64 && tc_variants[TSS_64_B2].minb == 2);
     for (int i = 0; i < TC_N_VARIANTS; i++) smem_prepare(&tc_variants[i]);
     if (FLINT_TCW_BUILT) gemm_tss_init();
 }
@@ -1317,10 +1323,16 @@ static const gemm_tc_variant *gemm_tc_pick(int M, int N, int K) {
      * 171 -> 89, LM head 1632 -> 1080) from 65 rows, with 64-row tiles for narrow layers at
      * 129..256 rows (down at 256: 67 us against 81) and tcw kept for narrow layers up to 128 rows
      * (down at 128: tcw 60, tss 65-78); at 33..64 rows tss (64-row tiles) for wide layers only
-     * (M = 64: gate-up 76 -> 65 us, LM head 377 -> 317; 4096 x 4096 21 against 25) */
+     * (M = 64: gate-up 76 -> 65 us, LM head 377 -> 317; 4096 x 4096 21 against 25).
+     * Session 29 (lab, weights past L2): at 65..128 rows a layer of 4097..8192 outputs takes tss's
+     * 64-row tiles (qwen3-8b's QKV at 96 / 128 rows 33.1 / 33.6 -> 27.8 / 28.3 us). The 64-row tiles
+     * two blocks a multiprocessor (TSS_64_B2) took the gate-up at 33..64 rows from 65-66 to 62-63
+     * us in the lab, but the forward at 64 rows (batch 8, q 8; batch 64, q 1) did not move: not
+     * picked. */
     if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024) {
         if (M <= 64) v = N > 8192 ? TSS_64 : TCW_64;
-        else v = N <= 4096 ? (M <= 128 ? TCW_128 : M <= 256 ? TSS_64 : TSS_128) : TSS_128;
+        else if (M <= 128) v = N <= 4096 ? TCW_128 : N <= 8192 ? TSS_64 : TSS_128;
+        else v = N <= 4096 && M <= 256 ? TSS_64 : TSS_128;
     }
     return &tc_variants[v];
 }
@@ -1365,7 +1377,7 @@ extern "C" const char *flint_cuda_gemm_tc_variant_split(float *y, int ldy, const
     FLINT_ASSERT(variant >= 0 && variant < TC_N_VARIANTS);
     const gemm_tc_variant *v = &tc_variants[variant];
     if (v->ss)
-        snprintf(names[variant], sizeof names[variant], "tss %dx%d s%d u%d", TCW_BN, v->bm, v->st, v->u);
+        snprintf(names[variant], sizeof names[variant], "tss %dx%d s%d u%d b%d", TCW_BN, v->bm, v->st, v->u, v->minb);
     else if (v->bm)
         snprintf(names[variant], sizeof names[variant], "tcw %dx%d s%d u%d b%d", TCW_BN, v->bm, v->st, v->u, v->minb);
     else if (v->wn)

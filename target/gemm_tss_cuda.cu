@@ -113,8 +113,8 @@ static __device__ __forceinline__ void tss_drain(float *a, float *b, uint32_t ba
 
 /* GLU: accumulate is GEMM_EPI_GLU (y is the bf16 [M][ldy] SwiGLU output); otherwise store or add.
  * The launcher guarantees (K / 32) % (n_split U) == 0 and M <= the scratch's Mp. */
-template <int BX, int U, int S, int GLU>
-static __global__ void __launch_bounds__(TSS_THREADS, 1)
+template <int BX, int U, int S, int GLU, int MINB>
+static __global__ void __launch_bounds__(TSS_THREADS, MINB)
     gemm_tss_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx, float *y, int ldy,
                     int M, int N, int K, int accumulate, int n_split) {
 #if TCW_HAVE
@@ -167,6 +167,8 @@ static __global__ void __launch_bounds__(TSS_THREADS, 1)
 #pragma unroll 1
             for (int s = 0; s < st_part; s++, it++) tss_stage<BX, U, S>(b, smem_s, bars, it, s == 0, wg, &pend);
         tss_drain<BX, S>(a, b, bars, &pend);
+        /* (Reading a set while the other's wgmmas run, to stash p0 during p1 without a drain, made
+         * ptxas serialise every wgmma: C7514, session 29.) */
         if (n_split == 4) { /* p0 + p1 aside; the sets take p2 and p3 */
 #pragma unroll
             for (int i = 0; i < BX / 2; i++) stash[256 * i] = __fadd_rn(a[i], b[i]);
@@ -234,16 +236,19 @@ static __global__ void __launch_bounds__(TSS_THREADS, 1)
 
 typedef void (*tss_fn)(const CUtensorMap, const CUtensorMap, float *, int, int, int, int, int, int);
 typedef struct {
-    int bx, u, st;
+    int bx, u, st, minb; /* minb: blocks a multiprocessor (the grid: minb per multiprocessor) */
     tss_fn fn, fn_glu;
 } tss_kind;
-#define TSS_KIND(bx, u, st) {bx, u, st, gemm_tss_kernel<bx, u, st, 0>, gemm_tss_kernel<bx, u, st, 1>}
-static const tss_kind tss_kinds[] = {TSS_KIND(128, 1, 8), TSS_KIND(128, 2, 4), TSS_KIND(64, 1, 10), TSS_KIND(64, 2, 5)};
+#define TSS_KIND(bx, u, st, minb)                                                                                      \
+    {bx, u, st, minb, gemm_tss_kernel<bx, u, st, 0, minb>, gemm_tss_kernel<bx, u, st, 1, minb>}
+static const tss_kind tss_kinds[] = {TSS_KIND(128, 1, 8, 1), TSS_KIND(128, 2, 4, 1), TSS_KIND(64, 1, 10, 1),
+                                     TSS_KIND(64, 2, 5, 1),  TSS_KIND(64, 2, 3, 2),  TSS_KIND(64, 1, 6, 2)};
 #define TSS_N_KINDS ((int)(sizeof tss_kinds / sizeof tss_kinds[0]))
 
-static const tss_kind *tss_find(int bx, int u, int st) {
+static const tss_kind *tss_find(int bx, int u, int st, int minb) {
     for (int i = 0; i < TSS_N_KINDS; i++)
-        if (tss_kinds[i].bx == bx && tss_kinds[i].u == u && tss_kinds[i].st == st) return &tss_kinds[i];
+        if (tss_kinds[i].bx == bx && tss_kinds[i].u == u && tss_kinds[i].st == st && tss_kinds[i].minb == minb)
+            return &tss_kinds[i];
     FLINT_ASSERT(!"no such tss tiling");
     return NULL;
 }
@@ -304,10 +309,10 @@ static int tss_map(CUtensorMap *m, const void *base, int rank, const cuuint64_t 
 /* The two maps are encoded here, on the host, at every launch (a host-side encode, no device
  * call): in a captured graph that is once, at capture; eager launches (prefill chunks,
  * --enforce-eager) pay it per GEMM. */
-int gemm_tss_launch(int bx, int u, int st, float *y, int ldy, const unsigned char *xp, int Mp, const uint16_t *w, int M,
-                    int N, int K, int accumulate, int n_split, cudaStream_t s) {
+int gemm_tss_launch(int bx, int u, int st, int minb, float *y, int ldy, const unsigned char *xp, int Mp,
+                    const uint16_t *w, int M, int N, int K, int accumulate, int n_split, cudaStream_t s) {
     if (!g_tss_ready) gemm_tss_init(); /* flint_cuda_gemm_init does it, outside any capture */
-    const tss_kind *k = tss_find(bx, u, st);
+    const tss_kind *k = tss_find(bx, u, st, minb);
     const int nJ = (K + 31) / 32;
     FLINT_ASSERT(nJ % (n_split * u) == 0 && M <= Mp && Mp % bx == 0);
     CUtensorMap tw, tx;
@@ -318,7 +323,7 @@ int gemm_tss_launch(int bx, int u, int st, float *y, int ldy, const unsigned cha
     const cuuint64_t xs[2] = {512, (cuuint64_t)Mp * 64};
     const cuuint32_t xb[3] = {256, (cuuint32_t)bx / 8, (cuuint32_t)u};
     if (!tss_map(&tw, w, 4, wd, ws, wb) || !tss_map(&tx, xp, 3, xd, xs, xb)) return 0;
-    const int tiles = (M + bx - 1) / bx * ((N + 127) / 128), n_sm = tss_n_sm();
+    const int tiles = (M + bx - 1) / bx * ((N + 127) / 128), n_sm = minb * tss_n_sm();
     const tss_fn fn = accumulate == GEMM_EPI_GLU ? k->fn_glu : k->fn;
     fn<<<tiles < n_sm ? tiles : n_sm, TSS_THREADS, gemm_tss_smem(bx, u, st), s>>>(tw, tx, y, ldy, M, N, K, accumulate,
                                                                                   n_split);

@@ -17,8 +17,8 @@
  * driver gives no tensor-map encoder or refuses the maps. */
 int gemm_tss_smem(int bx, int u, int st);
 void gemm_tss_init(void);
-int gemm_tss_launch(int bx, int u, int st, float *y, int ldy, const unsigned char *xp, int Mp, const uint16_t *w,
-                     int M, int N, int K, int accumulate, int n_split, cudaStream_t s);
+int gemm_tss_launch(int bx, int u, int st, int minb, float *y, int ldy, const unsigned char *xp, int Mp,
+                    const uint16_t *w, int M, int N, int K, int accumulate, int n_split, cudaStream_t s);
 
 /* sm_90a only (the host side compiles them too; the launcher checks FLINT_SM90A) */
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
