@@ -104,6 +104,17 @@ static __device__ __forceinline__ int attn_span(int blk_rows, const int32_t *pos
     return pos[r] + 1;
 }
 
+/* Where output element e (head h at h * head_dim) of row r goes: out, or the GEMM scratch's layout
+ * (gemm_cuda.cu, tcw: element e of row r at byte (e / 32) Mp 64 + (r / 8) 512 + ((e / 2) % 4) 128 +
+ * (r % 8) 16 + ((e / 8) % 4) 4 + (e % 2) 2), which saves the O projection its pass over the rows.
+ * Elements e and e + 1 (e even) are adjacent in both. */
+static __device__ __forceinline__ uint16_t *attn_out_at(const flint_cuda_attn &a, int r, int e) {
+    if (a.out_xp)
+        return (uint16_t *)(a.out_xp + (size_t)(e >> 5) * a.out_mp * 64 + (r >> 3) * 512 + ((e >> 1) & 3) * 128 +
+                            (r & 7) * 16 + ((e >> 3) & 3) * 4 + (e & 1) * 2);
+    return a.out + (size_t)r * a.ldo + e;
+}
+
 /* ==== Fast path: tensor cores ==== */
 
 #define TC_THREADS 256             /* 8 warps: 16 positions each (scores), one 16-dim pair each (P V) */
@@ -618,12 +629,12 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
                 if (js + j >= n_slots) continue;
                 const float inv = 1.0f / mg_L[j];
                 const int jr = tc_div(js + j, gdiv);
-                uint16_t *op = a.out + (size_t)(r0 + jr) * a.ldo + (size_t)(kvh * G + js + j - jr * G) * hd + 2 * t;
+                const int e0 = (kvh * G + js + j - jr * G) * hd + 2 * t;
 #pragma unroll
                 for (int nt = 0; nt < 2; nt++) {
-                    const int d = 16 * pb + 8 * nt;
-                    op[d] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh], inv));
-                    op[d + 1] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh + 1], inv));
+                    uint16_t *op = attn_out_at(a, r0 + jr, e0 + 16 * pb + 8 * nt);
+                    op[0] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh], inv));
+                    op[1] = f2bf(__fmul_rn(o_run[mt][nt][2 * hh + 1], inv));
                 }
             }
         }
@@ -1017,7 +1028,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const f
     for (int k = 0; k < MERGE_OUT; k++) {
         const int d = tid + k * ATTN_THREADS;
         if (d >= hd) break;
-        a.out[(size_t)r * a.ldo + (size_t)h * hd + d] = f2bf(__fmul_rn(acc[k], inv));
+        *attn_out_at(a, r, h * hd + d) = f2bf(__fmul_rn(acc[k], inv));
     }
 }
 
@@ -1082,8 +1093,9 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
     FLINT_ASSERT(a->n_kv_heads <= 65535 && a->n_heads <= 65535);
     FLINT_ASSERT(a->head_dim > 0 && a->head_dim % 2 == 0 && a->head_dim <= FLINT_CUDA_ATTN_MAX_HEAD_DIM);
     FLINT_ASSERT(a->block_size > 0 && a->bt_stride > 0 && a->max_ctx > 0 && a->blk_rows >= 0);
-    FLINT_ASSERT(a->ldq >= a->n_heads * a->head_dim && a->ldo >= a->n_heads * a->head_dim);
-    FLINT_ASSERT(a->q && a->out && a->k_cache && a->v_cache && a->block_tables && a->row_seq && a->pos && a->scratch);
+    FLINT_ASSERT(a->ldq >= a->n_heads * a->head_dim && (a->out_xp || a->ldo >= a->n_heads * a->head_dim));
+    FLINT_ASSERT(!a->out_xp || (a->out_mp >= a->n_rows && a->out_mp % 8 == 0 && (a->n_heads * a->head_dim) % 32 == 0));
+    FLINT_ASSERT(a->q && (a->out || a->out_xp) && a->k_cache && a->v_cache && a->block_tables && a->row_seq && a->pos && a->scratch);
     if (a->head_dim % 8 == 0) /* K and V are read 16 bytes at a time */
         FLINT_ASSERT((uintptr_t)a->k_cache % 16 == 0 && (uintptr_t)a->v_cache % 16 == 0);
     if (a->blk_rows > 0)

@@ -608,8 +608,12 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
             a.l2_prefetch_bytes = flint_cuda_gemm_packed_elems(H, t->q_dim) * sizeof(uint16_t);
             a.l2_prefetch_late = 1;
         }
+        /* the output straight into the O projection's input where that GEMM reads its scratch
+         * (as the norms: norm_for_gemm; not under tensor parallelism, whose row-parallel GEMM
+         * takes its own parts of K) */
+        if (!tp) a.out_xp = flint_cuda_gemm_xp(R, H, t->q_dim, s, &a.out_mp);
         flint_cuda_attention(&a, s);
-        if (row_parallel(t, g, g->att, t->q_dim, ly->wo, R, err)) return -1;
+        if (row_parallel(t, g, a.out_xp ? NULL : g->att, t->q_dim, ly->wo, R, err)) return -1;
         const uint16_t *xm = norm_for_gemm(g, c, NULL, ly->mlp_norm, R, 2 * I, NULL, 0, s);
         if (g->glu) {
             flint_cuda_gemm_tc_glu(g->act, I, xm, H, ly->w_gate_up, R, I, H, s);

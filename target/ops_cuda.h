@@ -282,6 +282,10 @@ typedef struct flint_cuda_attn {
     int l2_prefetch_late;              /* nonzero: the working CTAs pull it once their last chunk's
                                           K/V have arrived, not as they start (the split kernel at
                                           head_dim 128, causal; the other kernels then pull none) */
+    unsigned char *out_xp;             /* non-NULL: the output goes here instead of out, in the GEMM
+                                          scratch's layout (flint_cuda_gemm_xp for the GEMM that reads
+                                          it, K = n_heads * head_dim, its Mp in out_mp): same values */
+    int out_mp;
 } flint_cuda_attn;
 
 size_t flint_cuda_attn_scratch_floats(int n_rows, int n_heads, int head_dim, int max_ctx);

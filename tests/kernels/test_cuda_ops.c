@@ -1000,6 +1000,34 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
     snprintf(cas, sizeof cas, "%s causal rows=%d heads=%d/%d hd=%d bs=%d", name, R, n_heads, n_kv, hd, bs);
     row("attention", cas, &c, guards_ok(&dout) && gaps_ok(got, R, q_dim, ldo, 2));
 
+    /* launch A with its output into a GEMM scratch's layout (out_xp: the forward's O projection
+     * input at > 32 rows) == launch A's rows, permuted on the host; pad rows and bytes stay 0xFF */
+    if (q_dim % 32 == 0) {
+        const int Mp = (R + 127) / 128 * 128;
+        const size_t xb = flint_cuda_gemm_scratch_bytes(R, q_dim);
+        dbuf dxp = dnew(xb);
+        unsigned char *hx = xmalloc(xb), *want = xmalloc(xb);
+        memset(want, 0xFF, xb);
+        for (int r = 0; r < R; r++)
+            for (int e = 0; e < q_dim; e++) {
+                const size_t off = (size_t)(e >> 5) * Mp * 64 + (r >> 3) * 512 + ((e >> 1) & 3) * 128 + (r & 7) * 16 +
+                                   ((e >> 3) & 3) * 4 + (e & 1) * 2;
+                memcpy(want + off, &got[(size_t)r * ldo + e], 2);
+            }
+        flint_cuda_attn x = a;
+        x.out = NULL;
+        x.out_xp = dxp.p;
+        x.out_mp = Mp;
+        flint_cuda_attention(&x, NULL);
+        down(hx, &dxp);
+        size_t bad = 0;
+        for (size_t i = 0; i < xb; i++) bad += hx[i] != want[i];
+        snprintf(cas, sizeof cas, "%s causal: into the GEMM scratch == rows permuted", name);
+        bits_row("attn-xp", cas, bad, xb, 0, guards_ok(&dxp));
+        dfree(&dxp);
+        free(hx), free(want);
+    }
+
     /* bit-compare a launch's output (rows at map[k]) with launch A's */
     size_t bad, nf;
 #define ATTN_BITS(map, what)                                                                                       \
