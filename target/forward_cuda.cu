@@ -133,7 +133,10 @@ static void carve(flint_target *t, struct flint_target_cuda *g, flint_arena *a) 
     g->att = DNEW(a, uint16_t, R * (size_t)t->q_dim);
     g->glu = I % 8 == 0;
     g->gu = g->glu ? NULL : DNEW(a, float, R * 2 * I); /* the SwiGLU's input, when not fused */
-    g->act = DNEW(a, uint16_t, R * I);
+    { /* the SwiGLU output, as rows or in the GEMM scratch's layout (flint_cuda_gemm_tc_glu_xp) */
+        const size_t rows = R * I, xp = flint_cuda_gemm_scratch_bytes((int)R, (int)I) / sizeof(uint16_t);
+        g->act = DNEW(a, uint16_t, rows > xp ? rows : xp);
+    }
     g->logits = DNEW(a, float, R * V);
     g->taps = DNEW(a, float, R * (size_t)c->n_layers * H);
     g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, t->nh, c->head_dim, (int)L));
@@ -615,13 +618,22 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
         flint_cuda_attention(&a, s);
         if (row_parallel(t, g, a.out_xp ? NULL : g->att, t->q_dim, ly->wo, R, err)) return -1;
         const uint16_t *xm = norm_for_gemm(g, c, NULL, ly->mlp_norm, R, 2 * I, NULL, 0, s);
-        if (g->glu) {
-            flint_cuda_gemm_tc_glu(g->act, I, xm, H, ly->w_gate_up, R, I, H, s);
+        /* the SwiGLU output in the down projection's input layout where both GEMMs can (large M,
+         * no tensor parallelism): the down GEMM's permute pass goes (session 29) */
+        int amp = 0, act_xp = !tp && g->glu && flint_cuda_gemm_xp(R, H, I, s, &amp) != NULL;
+        if (act_xp) act_xp = flint_cuda_gemm_tc_glu_xp((unsigned char *)g->act, amp, xm, H, ly->w_gate_up, R, I, H, s);
+        if (act_xp) {
+            const int launched = flint_cuda_gemm_tc_xp(g->x, H, (const unsigned char *)g->act, amp, ly->w_down, R, H, I, 1, s);
+            FLINT_ASSERT(launched);
         } else {
-            flint_cuda_gemm_tc(g->gu, 2 * I, xm, H, ly->w_gate_up, R, 2 * I, H, 0, s);
-            flint_cuda_swiglu(g->act, I, g->gu, 2 * I, R, I, s);
+            if (g->glu) {
+                flint_cuda_gemm_tc_glu(g->act, I, xm, H, ly->w_gate_up, R, I, H, s);
+            } else {
+                flint_cuda_gemm_tc(g->gu, 2 * I, xm, H, ly->w_gate_up, R, 2 * I, H, 0, s);
+                flint_cuda_swiglu(g->act, I, g->gu, 2 * I, R, I, s);
+            }
+            if (row_parallel(t, g, g->act, I, ly->w_down, R, err)) return -1;
         }
-        if (row_parallel(t, g, g->act, I, ly->w_down, R, err)) return -1;
         for (int j = 0; j < k->n_taps; j++) /* the last layer's tap: no norm of a next layer to carry it */
             if (k->tap_layers[j] == l && l == c->n_layers - 1)
                 flint_cuda_copy_rows(g->taps + (size_t)j * H, k->n_taps * (int)H, g->x, (int)H, R, (int)H, s);

@@ -1223,17 +1223,28 @@ static unsigned char *tcw_scratch(flint_cuda_stream s, size_t need) {
 /* tcw: x into the stream's scratch, then grid (m tiles, n tiles, n_split) in clusters of the
  * n_split blocks of a tile, as tcb; tss: x into the scratch, then its persistent grid. Returns 0
  * when the stream has no scratch large enough. */
-static int gemm_tcw_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w,
-                           int M, int N, int K, int accumulate, int n_split, flint_cuda_stream s) {
-    const int Mp = (M + TCW_MP - 1) / TCW_MP * TCW_MP, nJ = (K + 31) / 32;
-    unsigned char *xp = tcw_scratch(s, flint_cuda_gemm_scratch_bytes(M, K));
-    if (!xp) return 0;
-    if (x) { /* NULL: a kernel before wrote x here already (flint_cuda_gemm_xp) */
-        const size_t n = (size_t)nJ * Mp;
-        FLINT_LAUNCH(tcw_permute_kernel, (unsigned)((n + 255) / 256), 256, 0, s, xp, x, ldx, M, K, Mp, nJ);
-        CUDA_CHECK(cudaGetLastError());
+static int gemm_tcw_launch(const gemm_tc_variant *v, float *y, int ldy, const uint16_t *x, int ldx,
+                           const unsigned char *xin, int xin_mp, const uint16_t *w, int M, int N, int K, int accumulate,
+                           int n_split, int out_mp, flint_cuda_stream s) {
+    int Mp = (M + TCW_MP - 1) / TCW_MP * TCW_MP;
+    const int nJ = (K + 31) / 32;
+    const unsigned char *xp = xin;
+    if (xin) { /* x in that layout already, xin_mp rows (flint_cuda_gemm_tc_xp) */
+        FLINT_ASSERT(!x && xin_mp >= M && xin_mp % TCW_MP == 0);
+        Mp = xin_mp;
+    } else {
+        unsigned char *sp = tcw_scratch(s, flint_cuda_gemm_scratch_bytes(M, K));
+        if (!sp) return 0;
+        if (x) { /* NULL: a kernel before wrote x here already (flint_cuda_gemm_xp) */
+            const size_t n = (size_t)nJ * Mp;
+            FLINT_LAUNCH(tcw_permute_kernel, (unsigned)((n + 255) / 256), 256, 0, s, sp, x, ldx, M, K, Mp, nJ);
+            CUDA_CHECK(cudaGetLastError());
+        }
+        xp = sp;
     }
-    if (v->ss) return gemm_tss_launch(v->bm, v->u, v->st, v->minb, y, ldy, xp, Mp, w, M, N, K, accumulate, n_split, s);
+    FLINT_ASSERT(!out_mp || v->ss);
+    if (v->ss)
+        return gemm_tss_launch(v->bm, v->u, v->st, v->minb, y, ldy, xp, Mp, w, M, N, K, accumulate, n_split, out_mp, s);
     const unsigned char *xpc = xp;
     int mp = Mp;
     void *args[] = {&y, &ldy, &xpc, &mp, &w, &M, &N, &K, &accumulate};
@@ -1263,7 +1274,7 @@ static void gemm_tc_launch(const gemm_tc_variant *v, float *y, int ldy, const ui
     v = gemm_tc_final(v, M, K, n_split, vec, s);
     FLINT_ASSERT(x || v->bm); /* x in the scratch already: only the warpgroup paths read it there */
     if (v->bm) {
-        const int launched = gemm_tcw_launch(v, y, ldy, x, ldx, w, M, N, K, accumulate, n_split, s);
+        const int launched = gemm_tcw_launch(v, y, ldy, x, ldx, NULL, 0, w, M, N, K, accumulate, n_split, 0, s);
         FLINT_ASSERT(launched); /* gemm_tc_final found the scratch */
         return;
     }
@@ -1362,6 +1373,25 @@ unsigned char *flint_cuda_gemm_xp(int M, int N, int K, flint_cuda_stream s, int 
     if (!v->bm) return NULL;
     *Mp = (M + TCW_MP - 1) / TCW_MP * TCW_MP;
     return tcw_scratch(s, flint_cuda_gemm_scratch_bytes(M, K));
+}
+
+int flint_cuda_gemm_tc_glu_xp(unsigned char *out_xp, int out_mp, const uint16_t *x, int ldx, const uint16_t *w, int M,
+                              int I, int K, flint_cuda_stream s) {
+    FLINT_ASSERT(I > 0 && I % 32 == 0 && out_xp && out_mp >= M && out_mp % TCW_MP == 0 && ldx >= K);
+    if (M == 0) return 1;
+    const int vec = K % 8 == 0 && ldx % 8 == 0 && (uintptr_t)x % 16 == 0;
+    const gemm_tc_variant *v = gemm_tc_final(gemm_tc_pick(M, 2 * I, K), M, K, 4, vec, s);
+    if (!v->ss) return 0; /* only tss's epilogue writes that layout */
+    return gemm_tcw_launch(v, (float *)out_xp, 0, x, ldx, NULL, 0, w, M, 2 * I, K, GEMM_EPI_GLU, 4, out_mp, s);
+}
+
+int flint_cuda_gemm_tc_xp(float *y, int ldy, const unsigned char *xp, int Mp, const uint16_t *w, int M, int N, int K,
+                          int accumulate, flint_cuda_stream s) {
+    FLINT_ASSERT(M >= 0 && N > 0 && K > 0 && ldy >= N && xp && (accumulate == GEMM_EPI_STORE || accumulate == GEMM_EPI_ADD));
+    if (M == 0) return 1;
+    const gemm_tc_variant *v = gemm_tc_final(gemm_tc_pick(M, N, K), M, K, 4, 1, s);
+    if (!v->bm || K % 32 != 0) return 0; /* this GEMM reads x itself */
+    return gemm_tcw_launch(v, y, ldy, NULL, K, xp, Mp, w, M, N, K, accumulate, 4, 0, s);
 }
 
 void flint_cuda_gemm_tc(float *y, int ldy, const uint16_t *x, int ldx, const uint16_t *w, int M, int N, int K,

@@ -116,7 +116,7 @@ static __device__ __forceinline__ void tss_drain(float *a, float *b, uint32_t ba
 template <int BX, int U, int S, int GLU, int MINB>
 static __global__ void __launch_bounds__(TSS_THREADS, MINB)
     gemm_tss_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx, float *y, int ldy,
-                    int M, int N, int K, int accumulate, int n_split) {
+                    int M, int N, int K, int accumulate, int n_split, int out_mp) {
 #if TCW_HAVE
     extern __shared__ __align__(128) unsigned char smem[];
     const int SB = U * (8192 + BX * 64);
@@ -214,8 +214,14 @@ static __global__ void __launch_bounds__(TSS_THREADS, MINB)
                     const int m = m0 + 8 * q + 2 * t + e;
                     if (m >= M) continue;
                     if (GLU) { /* row g is a gate, row g + 8 its up (the interleaved packing) */
-                        if (n0 + 16 * tr + g < N)
-                            ((uint16_t *)y)[(size_t)m * ldy + n0 / 2 + 8 * tr + g] = swiglu_bf16(r[e], r[2 + e]);
+                        if (n0 + 16 * tr + g < N) {
+                            const int c = n0 / 2 + 8 * tr + g; /* out_mp: the scratch layout (tcw_permute) */
+                            uint16_t *o = out_mp ? (uint16_t *)((unsigned char *)y + (size_t)(c >> 5) * out_mp * 64 +
+                                                                (m >> 3) * 512 + ((c >> 1) & 3) * 128 + (m & 7) * 16 +
+                                                                ((c >> 3) & 3) * 4 + (c & 1) * 2)
+                                                 : (uint16_t *)y + (size_t)m * ldy + c;
+                            *o = swiglu_bf16(r[e], r[2 + e]);
+                        }
                     } else {
 #pragma unroll
                         for (int hh = 0; hh < 2; hh++) {
@@ -234,7 +240,7 @@ static __global__ void __launch_bounds__(TSS_THREADS, MINB)
 #endif
 }
 
-typedef void (*tss_fn)(const CUtensorMap, const CUtensorMap, float *, int, int, int, int, int, int);
+typedef void (*tss_fn)(const CUtensorMap, const CUtensorMap, float *, int, int, int, int, int, int, int);
 typedef struct {
     int bx, u, st, minb; /* minb: blocks a multiprocessor (the grid: minb per multiprocessor) */
     tss_fn fn, fn_glu;
@@ -310,7 +316,7 @@ static int tss_map(CUtensorMap *m, const void *base, int rank, const cuuint64_t 
  * call): in a captured graph that is once, at capture; eager launches (prefill chunks,
  * --enforce-eager) pay it per GEMM. */
 int gemm_tss_launch(int bx, int u, int st, int minb, float *y, int ldy, const unsigned char *xp, int Mp,
-                    const uint16_t *w, int M, int N, int K, int accumulate, int n_split, cudaStream_t s) {
+                    const uint16_t *w, int M, int N, int K, int accumulate, int n_split, int out_mp, cudaStream_t s) {
     if (!g_tss_ready) gemm_tss_init(); /* flint_cuda_gemm_init does it, outside any capture */
     const tss_kind *k = tss_find(bx, u, st, minb);
     const int nJ = (K + 31) / 32;
@@ -325,8 +331,9 @@ int gemm_tss_launch(int bx, int u, int st, int minb, float *y, int ldy, const un
     if (!tss_map(&tw, w, 4, wd, ws, wb) || !tss_map(&tx, xp, 3, xd, xs, xb)) return 0;
     const int tiles = (M + bx - 1) / bx * ((N + 127) / 128), n_sm = minb * tss_n_sm();
     const tss_fn fn = accumulate == GEMM_EPI_GLU ? k->fn_glu : k->fn;
+    FLINT_ASSERT(!out_mp || (accumulate == GEMM_EPI_GLU && out_mp >= M && out_mp % 8 == 0));
     fn<<<tiles < n_sm ? tiles : n_sm, TSS_THREADS, gemm_tss_smem(bx, u, st), s>>>(tw, tx, y, ldy, M, N, K, accumulate,
-                                                                                  n_split);
+                                                                                  n_split, out_mp);
     CUDA_CHECK(cudaGetLastError());
     return 1;
 }

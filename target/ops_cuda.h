@@ -204,6 +204,16 @@ void flint_cuda_gemm_scratch_unbind(flint_cuda_stream s);
  * A kernel may then write x's rows there in the scratch's layout (flint_cuda_rmsnorm_xp) and the
  * GEMM be called with x = NULL (ldx = K): one launch and one pass over the rows fewer, same bits. */
 unsigned char *flint_cuda_gemm_xp(int M, int N, int K, flint_cuda_stream s, int *Mp);
+/* The MLP's two GEMMs with the SwiGLU output between them in that layout (no pass to permute it):
+ * flint_cuda_gemm_tc_glu whose output goes to out_xp (flint_cuda_gemm_scratch_bytes(M, I) bytes,
+ * out_mp = M rounded up to 128; not the stream's scratch, which the gate-up GEMM reads), and
+ * flint_cuda_gemm_tc reading x from xp (Mp rows). Each returns 0 with nothing launched where its
+ * GEMM does not take a path that can (the gate-up: tss; the other: a warpgroup path, which
+ * flint_cuda_gemm_xp(M, N, K) != NULL tells beforehand). Same bits as the row-layout calls. */
+int flint_cuda_gemm_tc_glu_xp(unsigned char *out_xp, int out_mp, const uint16_t *x, int ldx, const uint16_t *w, int M,
+                              int I, int K, flint_cuda_stream s);
+int flint_cuda_gemm_tc_xp(float *y, int ldy, const unsigned char *xp, int Mp, const uint16_t *w, int M, int N, int K,
+                          int accumulate, flint_cuda_stream s);
 
 /* ==== Packed weights: what every flint_cuda_gemm_tc* reads as W ====
  * W [N][K] bf16 is stored as ceil(N / 16) x ceil(K / 32) tiles of 512 elements in the order the

@@ -13,12 +13,14 @@
 
 /* gemm_tss_cuda.cu: the shared-memory-operand warpgroup GEMM (tss). bx x rows a tile (64 or 128),
  * u k32 blocks a stage, st stages; xp is the stream's scratch (tcw_permute_kernel's order, Mp
- * rows). Needs ((K + 31) / 32) % (n_split u) == 0. Returns 0 (nothing launched) when the
+ * rows). Needs ((K + 31) / 32) % (n_split u) == 0. out_mp (GEMM_EPI_GLU only, else 0): the
+ * SwiGLU output goes to y in the scratch's layout with out_mp rows, for the GEMM after it to read
+ * (flint_cuda_gemm_tc_glu_xp). Returns 0 (nothing launched) when the
  * driver gives no tensor-map encoder or refuses the maps. */
 int gemm_tss_smem(int bx, int u, int st);
 void gemm_tss_init(void);
 int gemm_tss_launch(int bx, int u, int st, int minb, float *y, int ldy, const unsigned char *xp, int Mp,
-                    const uint16_t *w, int M, int N, int K, int accumulate, int n_split, cudaStream_t s);
+                    const uint16_t *w, int M, int N, int K, int accumulate, int n_split, int out_mp, cudaStream_t s);
 
 /* sm_90a only (the host side compiles them too; the launcher checks FLINT_SM90A) */
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -839,6 +839,47 @@ static void test_gemm_tc_glu(int I, int K, int ldx, int ldo, const int *ms, int 
     free(xh), free(wh), free(wg), free(want), free(got), free(o0), free(wf);
 }
 
+/* The MLP with the SwiGLU output in the down projection's input layout (flint_cuda_gemm_tc_glu_xp
+ * into a NaN-filled buffer, then flint_cuda_gemm_tc_xp adding into y) against the row-layout calls
+ * (flint_cuda_gemm_tc_glu, flint_cuda_gemm_tc): y bit-equal. Where either GEMM cannot take that
+ * layout (want_xp 0: few rows), both calls must return 0 and launch nothing. */
+static void test_mlp_xp(int M, int I, int K, int want_xp) {
+    const int N = 2 * I, H = K; /* down: H x I */
+    const size_t pe = flint_cuda_gemm_packed_elems(N, K), xb = flint_cuda_gemm_scratch_bytes(M, I);
+    uint16_t *xh = xmalloc(sizeof(uint16_t) * M * K), *wh = xmalloc(sizeof(uint16_t) * N * K);
+    uint16_t *wg = xmalloc(sizeof(uint16_t) * pe), *wd = xmalloc(sizeof(uint16_t) * H * I);
+    float *wf = xmalloc(sizeof(float) * N * K), *y0 = xmalloc(sizeof(float) * M * H);
+    float *want = xmalloc(sizeof(float) * M * H), *got = xmalloc(sizeof(float) * M * H);
+    rand_bf16(xh, NULL, (size_t)M * K, -1, 1);
+    rand_bf16(wh, wf, (size_t)N * K, -1, 1);
+    rand_bf16(wd, NULL, (size_t)H * I, -1, 1);
+    rand_f32(y0, (size_t)M * H, -4, 4);
+    const size_t tile = (size_t)((K + 31) / 32) * 512;
+    for (int tr = 0; tr < N / 16; tr++) flint_cuda_gemm_pack_rows_host_glu(wg + tr * tile, wf, tr, I, K);
+    flint_cuda_gemm_configure(1, 1, -1);
+    dbuf dx = dnew_up(xh, sizeof(uint16_t) * M * K), dwg = dnew_up(wg, sizeof(uint16_t) * pe);
+    dbuf dwd0 = dnew_up(wd, sizeof(uint16_t) * H * I), dwd = dpack(&dwd0, H, I);
+    dbuf dact = dnew(sizeof(uint16_t) * M * I), dxp = dnew(xb), dy = dnew_up(y0, sizeof(float) * M * H);
+    flint_cuda_gemm_tc_glu(dact.p, I, dx.p, K, dwg.p, M, I, K, NULL);
+    flint_cuda_gemm_tc(dy.p, H, dact.p, I, dwd.p, M, H, I, 1, NULL);
+    down(want, &dy);
+    CK(cudaMemcpy(dy.p, y0, sizeof(float) * M * H, cudaMemcpyHostToDevice));
+    const int Mp = (M + 127) / 128 * 128;
+    int a = flint_cuda_gemm_tc_glu_xp(dxp.p, Mp, dx.p, K, dwg.p, M, I, K, NULL), b = 0;
+    if (a) b = flint_cuda_gemm_tc_xp(dy.p, H, dxp.p, Mp, dwd.p, M, H, I, 1, NULL);
+    down(got, &dy);
+    size_t bad = 0, nf = 0;
+    for (size_t i = 0; i < (size_t)M * H; i++) {
+        nf += !isfinite(got[i]);
+        bad += memcmp(&got[i], a && b ? &want[i] : &y0[i], sizeof(float)) != 0; /* nothing launched: y as it was */
+    }
+    char cas[96];
+    snprintf(cas, sizeof cas, "M=%d I=%d K=%d: %s", M, I, K, want_xp ? "scratch layout" : "rows (both refuse)");
+    bits_row("mlp-xp", cas, bad, (size_t)M * H, nf, a == want_xp && b == want_xp && guards_ok(&dxp) && guards_ok(&dy));
+    dfree(&dx), dfree(&dwg), dfree(&dwd0), dfree(&dwd), dfree(&dact), dfree(&dxp), dfree(&dy);
+    free(xh), free(wh), free(wg), free(wd), free(wf), free(y0), free(want), free(got);
+}
+
 /* at M = 1, 8, 64 and 130, n_split 4, plain strides */
 static void test_gemm_tc_variants(int N, int K) {
     const int ms[] = {1, 8, 64, 130};
@@ -1390,6 +1431,13 @@ int main(int argc, char **argv) {
         test_gemm_tc_glu(104, 264, 272, 107, ms6, 6);
         test_gemm_tc_glu(768, 256, 256, 768, ms6, 6);
         if (!quick) test_gemm_tc_glu(12288, 4096, 4096, 12288, ms6 + 1, 5);
+        /* the MLP through the scratch layout: tss gate-up (64- and 128-row tiles) into tcw and tss
+         * down projections; 32 rows take the register path, which refuses */
+        test_mlp_xp(40, 4608, 1024, 1);
+        test_mlp_xp(100, 4608, 1024, 1);
+        test_mlp_xp(300, 2048, 1024, 1);
+        test_mlp_xp(32, 4608, 1024, 0);
+        if (!quick) test_mlp_xp(512, 12288, 4096, 1);
     }
 
     /* Attention. Chunks are 128 positions: runs crossing a chunk edge (127..134, 250..257),
