@@ -789,7 +789,11 @@ static __device__ __forceinline__ void gemm_tcb_body(unsigned char *tile, float 
  *   k64 stages). So a small kernel writes x once in that layout to a
  *   scratch buffer bound to the stream (flint_cuda_gemm_scratch_bind; the layout: block j of
  *   row m at byte j Mp 64 + (m / 8) 512 + (h 2 + c) 128 + (m % 8) 16, Mp = M rounded up to 128,
- *   zeros past M and K), and the GEMM moves both operands with bulk copies only.
+ *   zeros past M and K), and the GEMM moves both operands with bulk copies only. Where the
+ *   kernel before the GEMM can write its output in that layout itself (the target's norms, its
+ *   attention, the gate-up GEMM's SwiGLU: flint_cuda_gemm_xp, _tc_glu_xp, _tc_xp), the GEMM runs
+ *   without the permute (session 29); rows past M then hold whatever was there, which only
+ *   their own (unstored) outputs read.
  * The MMA then sees the operands the register path gives mma.sync, in the same slots, and the
  * chain per output is the register path's (part p's k32 blocks in order, MMA 0 then MMA 1, from
  * +0): tests/kernels/lab_wgmma.cu measured wgmma and mma.sync equal bit for bit that way, and
