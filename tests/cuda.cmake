@@ -4,7 +4,8 @@
 # (a standalone project that needs none of flint_core's libraries).
 if(FLINT_HAVE_CUDA)
   flint_add_test(test_cuda_ops SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/kernels/test_cuda_ops.c
-                 ${CMAKE_CURRENT_SOURCE_DIR}/kernels/lab_cuda_ops.c LIBS flint_target
+                 ${CMAKE_CURRENT_SOURCE_DIR}/kernels/lab_cuda_ops.c
+                 ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda_test_util.c LIBS flint_target
                  LABELS cuda ARGS --no-lab)
   set_target_properties(test_cuda_ops PROPERTIES LINKER_LANGUAGE CUDA)
 endif()

@@ -1,16 +1,12 @@
 /* The CUDA kernel labs (timings, not assertions), split from test_cuda_ops.c, which runs them
- * after its checks (or alone: --lab-small, --lab-gemm) and owns the helpers declared here. */
+ * after its checks (or alone: --lab-small, --lab-gemm); their helpers are cuda_test_util.h's. */
 #ifndef FLINT_TESTS_LAB_CUDA_OPS_H
 #define FLINT_TESTS_LAB_CUDA_OPS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* test_cuda_ops.c's helpers: fresh random values each run (its seed), a checked malloc */
-void rand_bf16(uint16_t *h, float *f, size_t n, float lo, float hi);
-void rand_f32(float *f, size_t n, float lo, float hi);
-void shuffle(int *a, int n);
-void *xmalloc(size_t n);
+#include "kernels/cuda_test_util.h" /* random inputs (test_cuda_ops.c's seed), a checked malloc */
 
 /* lab_cuda_ops.c */
 void lab_gemm(void);                        /* every GEMM tiling at qwen3-8b's projection shapes */

@@ -46,103 +46,10 @@
 #include "cuda_check.h"
 #include "test.h"            /* CHECKF, test_report */
 #include "kernels/lab_cuda_ops.h" /* the labs (lab_cuda_ops.c) */
+#include "kernels/cuda_test_util.h" /* random inputs, guarded device buffers */
 
 
 static int n_cpu = 1;
-
-/* ==== Random inputs ==== */
-
-static uint64_t rng_s;
-
-static uint64_t rng_next(void) { /* splitmix64 */
-    uint64_t z = (rng_s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float urand(float lo, float hi) { return lo + (hi - lo) * (float)((double)(rng_next() >> 40) / 16777216.0); }
-static int irand(int n) { return (int)(rng_next() % (uint64_t)n); }
-
-/* n bf16 values uniform in [lo, hi); f (optional) gets the same values as fp32. */
-void rand_bf16(uint16_t *h, float *f, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) {
-        h[i] = flint_bf16_from_f32(urand(lo, hi));
-        if (f) f[i] = flint_bf16_to_f32(h[i]);
-    }
-}
-void rand_f32(float *f, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) f[i] = urand(lo, hi);
-}
-void shuffle(int *a, int n) {
-    for (int i = n - 1; i > 0; i--) {
-        int j = irand(i + 1), t = a[i];
-        a[i] = a[j];
-        a[j] = t;
-    }
-}
-
-void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of host memory (%zu bytes)\n", n);
-        exit(2);
-    }
-    return p;
-}
-
-/* ==== Device buffers with guards ==== */
-
-#define GUARD_MAX 256
-static size_t guard = GUARD_MAX; /* 0 with --quick */
-
-typedef struct {
-    unsigned char *base;
-    void *p; /* base + guard */
-    size_t bytes;
-} dbuf;
-
-static dbuf dnew(size_t bytes) {
-    dbuf b;
-    b.bytes = bytes;
-    CK(cudaMalloc((void **)&b.base, bytes + 2 * guard));
-    CK(cudaMemset(b.base, 0xFF, bytes + 2 * guard));
-    b.p = b.base + guard;
-    return b;
-}
-static dbuf dnew_up(const void *h, size_t bytes) {
-    dbuf b = dnew(bytes);
-    CK(cudaMemcpy(b.p, h, bytes, cudaMemcpyHostToDevice));
-    return b;
-}
-static void dfree(dbuf *b) { CK(cudaFree(b->base)); }
-/* A row-major bf16 W [N][K] on the device, packed as the tensor-core GEMM reads it (ops_cuda.h). */
-static dbuf dpack(const dbuf *w, int N, int K) {
-    dbuf b = dnew(sizeof(uint16_t) * flint_cuda_gemm_packed_elems(N, K));
-    flint_cuda_gemm_pack(b.p, w->p, N, K, NULL);
-    return b;
-}
-static void down(void *h, const dbuf *b) {
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(h, b->p, b->bytes, cudaMemcpyDeviceToHost));
-}
-static int guards_ok(const dbuf *b) {
-    unsigned char g[2 * GUARD_MAX];
-    CK(cudaDeviceSynchronize());
-    if (guard == 0) return 1;
-    CK(cudaMemcpy(g, b->base, guard, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(g + guard, b->base + guard + b->bytes, guard, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < 2 * guard; i++)
-        if (g[i] != 0xFF) return 0;
-    return 1;
-}
-/* Gap columns [n, ld) of rows of elem-byte elements still 0xFF. */
-static int gaps_ok(const void *h, int rows, int n, int ld, int elem) {
-    const unsigned char *p = (const unsigned char *)h;
-    for (int r = 0; r < rows; r++)
-        for (size_t i = (size_t)r * ld * elem + (size_t)n * elem; i < (size_t)(r + 1) * ld * elem; i++)
-            if (p[i] != 0xFF) return 0;
-    return 1;
-}
 
 /* ==== Comparison and the table ==== */
 
@@ -1265,7 +1172,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--no-lab")) lab = 0;
-        else if (!strcmp(argv[i], "--quick")) quick = 1, guard = 0;
+        else if (!strcmp(argv[i], "--quick")) quick = 1, dbuf_guard_set(0);
         else if (!strcmp(argv[i], "--lab-small")) lab_small = 1;
         else if (!strcmp(argv[i], "--lab-glu")) lab_glu_only = 1;
         else if (!strcmp(argv[i], "--lab-attn")) lab_attn_only = 1;
@@ -1278,7 +1185,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    rng_s = seed;
+    test_rng_seed(seed);
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     n_cpu = nc > 0 ? (int)nc : 1;
 

@@ -49,9 +49,10 @@ else
            nvcc -O3 -arch=sm_90a -DFLINT_SM90A -I. -c target/gemm_tss_cuda.cu -o "$d/gemm_tss_cuda.o" >> "$OUT/build.log" 2>&1 &&
            gcc -O2 -std=c11 -D_GNU_SOURCE -ffp-contract=off -I. -Itests -I"$inc" -c tests/kernels/test_cuda_ops.c -o "$d/test.o" >> "$OUT/build.log" 2>&1 &&
            gcc -O2 -std=c11 -D_GNU_SOURCE -I. -Itests -I"$inc" -c tests/kernels/lab_cuda_ops.c -o "$d/lab.o" >> "$OUT/build.log" 2>&1 &&
+           gcc -O2 -std=c11 -D_GNU_SOURCE -I. -Itests -I"$inc" -c tests/kernels/cuda_test_util.c -o "$d/util.o" >> "$OUT/build.log" 2>&1 &&
            gcc -O2 -std=c11 -D_GNU_SOURCE -ffp-contract=off -I. -c target/ops_cpu.c -o "$d/ops_cpu.o" >> "$OUT/build.log" 2>&1 &&
            gcc -O2 -std=c11 -D_GNU_SOURCE -I. -c core/status.c -o "$d/status.o" >> "$OUT/build.log" 2>&1 &&
-           nvcc -arch=sm_90a "$d/test.o" "$d/lab.o" "$d/ops_cuda.o" "$d/attn_cuda.o" "$d/gemm_cuda.o" "$d/gemm_tss_cuda.o" "$d/ops_cpu.o" "$d/status.o" -o "$d/test_cuda_ops" -lm >> "$OUT/build.log" 2>&1; then
+           nvcc -arch=sm_90a "$d/test.o" "$d/lab.o" "$d/util.o" "$d/ops_cuda.o" "$d/attn_cuda.o" "$d/gemm_cuda.o" "$d/gemm_tss_cuda.o" "$d/ops_cpu.o" "$d/status.o" -o "$d/test_cuda_ops" -lm >> "$OUT/build.log" 2>&1; then
             bin=$d/test_cuda_ops how="nvcc+gcc (cmake failed)"
         else
             tail -15 "$OUT/build.log"
