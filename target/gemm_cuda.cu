@@ -1107,7 +1107,6 @@ static const gemm_tc_variant tc_variants[] = {
 #define TCW_64 23     /* TCW_VARIANT(64, 2, 4, 2) */
 #define TSS_128 25    /* TSS_VARIANT(128, 2, 4, 1) */
 #define TSS_64 27     /* TSS_VARIANT(64, 2, 5, 1) */
-#define TSS_64_B2 29  /* TSS_VARIANT(64, 1, 6, 2) */
 #define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
 #define TC_M1_U8 6 /* TC_VARIANT(1, 1, 8, 1) */
 
@@ -1319,8 +1318,7 @@ void flint_cuda_gemm_init(void) {
     for (int i = 0; i < TC_N_VARIANTS; i++) /* a ring of one slot deadlocks: a slot is released a stage late */
         FLINT_ASSERT(!tc_variants[i].bm || tc_variants[i].st >= 2);
     FLINT_ASSERT(tc_variants[TSS_128].ss && tc_variants[TSS_128].bm == 128 && tc_variants[TSS_128].u == 2 &&
-                 tc_variants[TSS_64].ss && tc_variants[TSS_64].bm == 64 && tc_variants[TSS_64].u == 2 &&
-                 tc_variants[TSS_64_B2].ss && tc_variants[TSS_64_B2].bm == 64 && tc_variants[TSS_64_B2].minb == 2);
+                 tc_variants[TSS_64].ss && tc_variants[TSS_64].bm == 64 && tc_variants[TSS_64].u == 2);
     for (int i = 0; i < TC_N_VARIANTS; i++) smem_prepare(&tc_variants[i]);
     if (FLINT_TCW_BUILT) gemm_tss_init();
 }
@@ -1352,7 +1350,7 @@ static const gemm_tc_variant *gemm_tc_pick(int M, int N, int K) {
      * (M = 64: gate-up 76 -> 65 us, LM head 377 -> 317; 4096 x 4096 21 against 25).
      * Session 29 (lab, weights past L2): at 65..128 rows a layer of 4097..8192 outputs takes tss's
      * 64-row tiles (qwen3-8b's QKV at 96 / 128 rows 33.1 / 33.6 -> 27.8 / 28.3 us). The 64-row tiles
-     * two blocks a multiprocessor (TSS_64_B2) took the gate-up at 33..64 rows from 65-66 to 62-63
+     * two blocks a multiprocessor (the lab tilings tss 128x64 b2) took the gate-up at 33..64 rows from 65-66 to 62-63
      * us in the lab, but the forward at 64 rows (batch 8, q 8; batch 64, q 1) did not move: not
      * picked. */
     if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024) {
