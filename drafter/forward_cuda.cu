@@ -834,10 +834,6 @@ static void backbone_device(flint_drafter *d, int n_reqs, int max_ctx, const int
         a.blk_v = g->qkv + qd + kvd;
         a.ld_blk = qkv;
         a.scratch = g->attn_scratch;
-        if (R <= 16) { /* the O projection's weights into L2 while the attention runs, as the target's */
-            a.l2_prefetch = ly->wo;
-            a.l2_prefetch_bytes = flint_cuda_gemm_packed_elems(H, qd) * sizeof(uint16_t);
-        }
         flint_cuda_attention(&a, s);
         flint_cuda_gemm_tc(g->x, H, g->att, qd, ly->wo, R, H, qd, 1, s);
         flint_cuda_rmsnorm(g->xn, H, g->x, H, NULL, ly->mlp_norm, R, H, eps, s);

@@ -263,30 +263,6 @@ static __device__ __forceinline__ void tc_load_kv(uint16_t *Ks, uint16_t *Vs, co
     }
 }
 
-/* The launch's share of a->l2_prefetch (16-byte aligned, a multiple of 16) pulled into L2: 4 KB
- * pieces dealt round-robin over the CTAs and their threads, one bulk prefetch each (no registers,
- * no shared memory, nothing waits for it; weights, which no kernel writes: no pdl_wait). At batch
- * 1 the attention reads ~4 MB in ~9 us, so the next GEMM's 32 MB of weights arrive meanwhile
- * (session 19). The drafter's forward asks for it as the CTAs start. The target's asks for it late
- * (l2_prefetch_late, verify blocks at batch 1-2: attn_tc_kernel_d128_pf pulls it once a CTA's K/V
- * have arrived): as the CTAs start it went ahead of the attention's own K/V reads, and batch 1
- * decode was 1.7% faster without it (session 24); late, verify at batch 1 q 8 4.668 -> 4.637 ms,
- * decode unchanged and so not asked (session 25). */
-static __device__ __forceinline__ void attn_l2_prefetch_part(const flint_cuda_attn *a, size_t cta, size_t n_cta) {
-    const size_t piece = 4096, bytes = a->l2_prefetch_bytes, n = (bytes + piece - 1) / piece;
-    for (size_t i = cta + n_cta * threadIdx.x; i < n; i += n_cta * blockDim.x) {
-        const size_t off = i * piece, len = bytes - off < piece ? bytes - off : piece;
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)a->l2_prefetch + off),
-                     "r"((unsigned)len)
-                     : "memory");
-    }
-}
-static __device__ __forceinline__ void attn_l2_prefetch(const flint_cuda_attn *a) {
-    if (!a->l2_prefetch || !a->l2_prefetch_bytes || a->l2_prefetch_late) return;
-    attn_l2_prefetch_part(a, blockIdx.x + (size_t)gridDim.x * (blockIdx.y + (size_t)gridDim.y * blockIdx.z),
-                          (size_t)gridDim.x * gridDim.y * gridDim.z);
-}
-
 /* j / G for a slot j < 1024 and G <= 16 (gdiv = ceil(2^16 / G): exact in that range, checked
  * exhaustively), without the integer division's ~20 instructions */
 static __device__ __forceinline__ int tc_div(int j, int gdiv) { return (j * gdiv) >> 16; }
@@ -385,7 +361,7 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
                                                 uint16_t *Pl, uint16_t *Qh, uint16_t *Ql, float (*red_m)[TC_NQ],
                                                 float (*red_l)[TC_NQ], float2 *mg_ab, float *mg_L, long long *pos_off,
                                                 int kvh, int split, int r0, int seq, int p0, int n_cache, int Tmax,
-                                                int blk0, int nch, int n_slots, int js, const int PF, int pf) {
+                                                int blk0, int nch, int n_slots, int js) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int mi = lane >> 3, rr = lane & 7;
     const int G = a.n_heads / a.n_kv_heads, kst = hd + 8, gdiv = (65536 + G - 1) / G;
@@ -541,14 +517,6 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
             tc_quad_put(red_l, warp, j0, l0, l1, 0);
         }
         cp_async_wait0(); /* V */
-        /* l2_prefetch_late: the CTA's K/V reads are done; its share of the next GEMM's weights now,
-         * dealt over the CTAs that work on this group's chunks (a speed hint: groups with other
-         * chunk counts may leave pieces out or take them twice) */
-        if (PF && pf && c + x.ns >= nch) {
-            const size_t nw = (size_t)min(x.ns, nch), ny = gridDim.y;
-            attn_l2_prefetch_part(&a, split + nw * (kvh + gridDim.x * (blockIdx.y + ny * (blockIdx.z / x.ns))),
-                                  nw * gridDim.x * ny * x.ms);
-        }
         __syncthreads();
         if (own) { /* the merged sum so far (a row may see its last position chunks before the group's last) */
             Lj = fmaf(tc_red_sum(red_l, tid), bej, __fmul_rn(Lj, alj));
@@ -649,7 +617,7 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
  * kernel's instructions at batch 1, ncu, session 18); the arithmetic on values is the same. BLK
  * (a constant): 0 compiles the kernel for causal launches only. */
 static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, const tc_args x, const int FUSED,
-                                                    const int HD, const int BLK, const int PF) {
+                                                    const int HD, const int BLK) {
     extern __shared__ uint4 tc_smem[];
     __shared__ float red_m[TC_WARPS][TC_NQ], red_l[TC_WARPS][TC_NQ]; /* per warp: max and sum of each slot */
     __shared__ long long pos_off[ATTN_CHUNK];
@@ -730,7 +698,6 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
     __syncthreads();
 
     const int n_grp = g_cnt;
-    int pf = PF; /* the CTA's first working group prefetches (PF: l2_prefetch_late) */
     for (int gi = 0; gi < n_grp; gi++) {
         const int r0 = g_r0[gi], n = g_n[gi];
         int seq, p0, n_cache, Tmax, blk0 = 0;
@@ -762,33 +729,29 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
          * session 23: 41.4 -> 44.0 us a layer at q 8, K/V from HBM), so it keeps the run-time count */
 #define TC_GROUP(NMT)                                                                                              \
     tc_group(a, x, FUSED, hd, !BLK, blk, NMT, HD == 128, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, red_m, red_l, mg_ab, mg_L,   \
-             pos_off, kvh, split, r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, js, PF, pf)
+             pos_off, kvh, split, r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, js)
         if (!FUSED || BLK) TC_GROUP(n_mt); /* (block mode: the 4-tile copy spilled registers) */
         else if (n_mt == 1) TC_GROUP(1);
         else if (n_mt == 2) TC_GROUP(2);
         else if (n_mt == 3) TC_GROUP(3);
         else TC_GROUP(4);
 #undef TC_GROUP
-        pf = 0;
     }
 }
 
 /* The kernels: any head_dim (and mode), and head_dim 128 (the Qwen3 models) for causal launches
  * and for drafter blocks; each unfused (partials, then attn_merge_kernel) and fused. */
-#define TC_KERNEL(name, FUSED, HD, BLK, PF)                                                                        \
+#define TC_KERNEL(name, FUSED, HD, BLK)                                                                            \
     static __global__ void __launch_bounds__(TC_THREADS, 2) name(const flint_cuda_attn a, const tc_args x) {       \
         pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */                              \
-        if (!PF) attn_l2_prefetch(&a);                                                                             \
-        attn_tc_body(a, x, FUSED, HD, BLK, PF); /* pdl_wait: inside, after the loads that need none */             \
+        attn_tc_body(a, x, FUSED, HD, BLK); /* pdl_wait: inside, after the loads that need none */                 \
     }
-TC_KERNEL(attn_tc_kernel, 0, 0, 1, 0)
-TC_KERNEL(attn_tc_fused_kernel, 1, 0, 1, 0)
-TC_KERNEL(attn_tc_kernel_d128, 0, 128, 0, 0)
-TC_KERNEL(attn_tc_fused_kernel_d128, 1, 128, 0, 0)
-TC_KERNEL(attn_tc_blk_kernel_d128, 0, 128, 1, 0)
-TC_KERNEL(attn_tc_blk_fused_kernel_d128, 1, 128, 1, 0)
-/* the split kernel with l2_prefetch_late (its own copy: the others' code stays as it was) */
-TC_KERNEL(attn_tc_kernel_d128_pf, 0, 128, 0, 1)
+TC_KERNEL(attn_tc_kernel, 0, 0, 1)
+TC_KERNEL(attn_tc_fused_kernel, 1, 0, 1)
+TC_KERNEL(attn_tc_kernel_d128, 0, 128, 0)
+TC_KERNEL(attn_tc_fused_kernel_d128, 1, 128, 0)
+TC_KERNEL(attn_tc_blk_kernel_d128, 0, 128, 1)
+TC_KERNEL(attn_tc_blk_fused_kernel_d128, 1, 128, 1)
 #undef TC_KERNEL
 
 /* Rows of the K and V lo planes for drafter blocks of B rows: the k16 steps a run of B positions
@@ -1067,8 +1030,7 @@ static int attn_tc_allow_smem(int dev, size_t smem) {
     if (!done[dev]) {
         const void *k[] = {(const void *)attn_tc_kernel,          (const void *)attn_tc_fused_kernel,
                            (const void *)attn_tc_kernel_d128,     (const void *)attn_tc_fused_kernel_d128,
-                           (const void *)attn_tc_blk_kernel_d128, (const void *)attn_tc_blk_fused_kernel_d128,
-                           (const void *)attn_tc_kernel_d128_pf};
+                           (const void *)attn_tc_blk_kernel_d128, (const void *)attn_tc_blk_fused_kernel_d128};
         int st = 0, v = 0;
         for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
             cudaFuncAttributes fa;
@@ -1100,7 +1062,6 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         FLINT_ASSERT((uintptr_t)a->k_cache % 16 == 0 && (uintptr_t)a->v_cache % 16 == 0);
     if (a->blk_rows > 0)
         FLINT_ASSERT(a->n_rows % a->blk_rows == 0 && a->blk_k && a->blk_v && a->ld_blk >= a->n_kv_heads * a->head_dim);
-    FLINT_ASSERT(!a->l2_prefetch || ((uintptr_t)a->l2_prefetch % 16 == 0 && a->l2_prefetch_bytes % 16 == 0));
     if (a->n_rows == 0) return;
     const int max_chunks = (a->max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK;
     const float scale = (float)(1.0 / sqrt((double)a->head_dim)); /* as the CPU forward */
@@ -1168,9 +1129,7 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
             FLINT_LAUNCH(!d128 ? attn_tc_fused_kernel : blk ? attn_tc_blk_fused_kernel_d128 : attn_tc_fused_kernel_d128,
                          dim3(a->n_kv_heads, windows, 1), TC_THREADS, smem, s, *a, x);
         else {
-            const int late = a->l2_prefetch_late && a->l2_prefetch && a->l2_prefetch_bytes;
-            FLINT_LAUNCH(!d128 ? attn_tc_kernel : blk ? attn_tc_blk_kernel_d128 : late ? attn_tc_kernel_d128_pf
-                                                                                        : attn_tc_kernel_d128,
+            FLINT_LAUNCH(!d128 ? attn_tc_kernel : blk ? attn_tc_blk_kernel_d128 : attn_tc_kernel_d128,
                          dim3(a->n_kv_heads, windows, (unsigned)(x.ns * x.ms)), TC_THREADS, smem, s, *a, x);
         }
     } else {

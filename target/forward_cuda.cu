@@ -602,15 +602,10 @@ static int launch_forward(flint_target *t, struct flint_target_cuda *g, const gr
         a.max_ctx = k->ctx;
         a.scratch = g->attn_scratch;
         a.rows_per_seq = k->rows_per_seq;
-        /* The O projection's weights (32 MB at qwen3-8b) into L2 once the attention's K/V reads
-         * are done (l2_prefetch_late): HBM idles through the rest of the attention and its merge.
-         * Issued as the CTAs started (session 19-23), they queued ahead of the K/V reads: without
-         * it batch 1 decode took 4.41 -> 4.34 ms (session 24). */
-        if (R <= 16 && k->rows_per_seq > 1) { /* verify blocks (batch 1-2); decode measured slower */
-            a.l2_prefetch = ly->wo;
-            a.l2_prefetch_bytes = flint_cuda_gemm_packed_elems(H, t->q_dim) * sizeof(uint16_t);
-            a.l2_prefetch_late = 1;
-        }
+        /* (No L2 prefetch of the O projection's weights from the attention any more: a kernel that
+         * issues one ends only once the bytes have landed, ncu 11.8 -> 14.6 us for the split kernel
+         * at batch 1, q 8, and the O GEMM at 8 rows took 13.0 -> 12.0 us with its weights in L2;
+         * without it batch 1, q 8 went 4.650 -> 4.611 ms, session 30.) */
         /* the output straight into the O projection's input where that GEMM reads its scratch
          * (as the norms: norm_for_gemm; not under tensor parallelism, whose row-parallel GEMM
          * takes its own parts of K) */

@@ -285,13 +285,6 @@ typedef struct flint_cuda_attn {
     int rows_per_seq;                  /* speed hint, causal mode: about how many consecutive rows each
                                           sequence has in this launch (1 for decode, K + 1 for a
                                           verify; 0: unknown). Results do not depend on it */
-    const void *l2_prefetch;           /* speed hint: l2_prefetch_bytes (16-byte aligned, a multiple of
-                                          16) the CTAs pull into L2 as they start (the weights of the
-                                          GEMM after the attention, while HBM is idle); NULL: none */
-    size_t l2_prefetch_bytes;
-    int l2_prefetch_late;              /* nonzero: the working CTAs pull it once their last chunk's
-                                          K/V have arrived, not as they start (the split kernel at
-                                          head_dim 128, causal; the other kernels then pull none) */
     unsigned char *out_xp;             /* non-NULL: the output goes here instead of out, in the GEMM
                                           scratch's layout (flint_cuda_gemm_xp for the GEMM that reads
                                           it, K = n_heads * head_dim, its Mp in out_mp): same values */

@@ -1017,10 +1017,8 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
     ATTN_BITS(ra, "each row alone == in its run");
 
     /* each run alone (a verify block, the prefill run); then again with its length as the hint (a
-     * verify block's m tiles go to several CTAs when the CTAs are few: the split kernel's ms) and an
-     * L2 prefetch hint (the forward's: the O projection's weights), as the CTAs start and (hinted
-     * 2, the split kernel's own copy at head_dim 128) once their K/V have arrived */
-    for (int hinted = 0; hinted < 3; hinted++) {
+     * verify block's m tiles go to several CTAs when the CTAs are few: the split kernel's ms) */
+    for (int hinted = 0; hinted < 2; hinted++) {
         CK(cudaMemset(dalone.p, 0xFF, dalone.bytes));
         for (int i = 0; i < n_groups; i++) {
             const int r = ra[g0[i]]; /* the run's rows are ra[g0[i]] .. + lens[i] - 1 in launch A */
@@ -1031,17 +1029,10 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
             b.row_seq = (const int32_t *)dsa.p + r;
             b.n_rows = lens[i];
             b.max_ctx = starts[i] + lens[i];
-            if (hinted) {
-                b.rows_per_seq = lens[i] < 8 ? lens[i] : 8;
-                b.l2_prefetch = dv.p;
-                b.l2_prefetch_bytes = (sizeof(uint16_t) * n) & ~(size_t)15;
-                b.l2_prefetch_late = hinted == 2;
-            }
+            if (hinted) b.rows_per_seq = lens[i] < 8 ? lens[i] : 8;
             flint_cuda_attention(&b, NULL);
         }
-        ATTN_BITS(ra, hinted == 2 ? "each run alone, its rows as the hint, a late prefetch == in the batch"
-                      : hinted    ? "each run alone, its rows as the hint, a prefetch == in the batch"
-                                  : "each run alone == in the batch");
+        ATTN_BITS(ra, hinted ? "each run alone, its rows as the hint == in the batch" : "each run alone == in the batch");
     }
 
     /* the window hint (rows_per_seq, a speed knob) changes no bit */
