@@ -34,7 +34,7 @@
  * n_split = 2 or 1 parts: it then computes exactly the unsharded quarters of its columns and
  * their sum (p0 + p1, or p0), which the ranks' ordered combine completes to the unsharded bits.
  * MT (m tiles of 8 rows per warp), NT (n tiles per block), U (k32 blocks per loop step, loaded
- * one step ahead), PX (x loaded one step ahead too) and the grid are picked from M for speed;
+ * one step ahead), PX (x loaded one step ahead too; 2: two steps) and the grid are picked from M for speed;
  * none changes an output's sequence of operations, and an MMA output element depends only on
  * its own row of A and column of B, so rows are bit-identical alone or in any batch. */
 /* What the epilogue does with an output (the kernels' `accumulate`): store it, add it to y, or
@@ -258,6 +258,7 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, unsigned char *w
 
     /* The current step's W rows g and g + 8 (and x when PX); blocks past the quarter load nothing. */
     uint4 ca[TC_MAX_U], cb[TC_MAX_U], cx[TC_MAX_U][TC_MAX_MT];
+    uint4 cx2[TC_MAX_U][TC_MAX_MT]; /* PX 2: x of the step after this one (loads two steps ahead) */
     /* this n tile's run of 1 KB tiles (wt: the lane's word); SMW: the warp's buffers, lane l's
      * ldmatrix row (row l % 8 of core l / 8: MMA l / 16, core matrix l / 8 % 2, row half 0) */
     const int SMW = TC_SMW(MT);
@@ -284,9 +285,12 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, unsigned char *w
         for (int u = 0; u < TC_MAX_U; u++) {
             if (u >= U) break;
             const int j = jb + u, k = 32 * j + 8 * t, in = j < je;
+            const int j2 = j + U, k2 = 32 * j2 + 8 * t, in2 = j2 < je;
 #pragma unroll
-            for (int mt = 0; mt < TC_MAX_MT; mt++)
+            for (int mt = 0; mt < TC_MAX_MT; mt++) {
                 if (mt < MT) cx[u][mt] = tc_load8(xr[mt], okx[mt] && in, k, K, vec);
+                if (PX == 2 && mt < MT) cx2[u][mt] = tc_load8(xr[mt], okx[mt] && in2, k2, K, vec);
+            }
         }
     }
     for (int j0 = jb; j0 < je; j0 += U) {
@@ -309,15 +313,16 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, unsigned char *w
 #pragma unroll
         for (int u = 0; u < TC_MAX_U; u++) {
             if (u >= U) break;
-            const int j = j0 + U + u, k = 32 * j + 8 * t, in = j < je;
+            const int j = j0 + U + u, in = j < je;
             if (!SMW) {
                 na[u] = tc_load_w(wt, okt && in, j);
                 nb[u] = tc_load_w(wt + 256, okt && in, j);
             }
-            if (PX) {
+            if (PX) { /* the next step's x (PX 2: the one after it) */
+                const int jx = PX == 2 ? j + U : j, kx = 32 * jx + 8 * t, inx = jx < je;
 #pragma unroll
                 for (int mt = 0; mt < TC_MAX_MT; mt++)
-                    if (mt < MT) nx[u][mt] = tc_load8(xr[mt], okx[mt] && in, k, K, vec);
+                    if (mt < MT) nx[u][mt] = tc_load8(xr[mt], okx[mt] && inx, kx, K, vec);
             }
         }
 #pragma unroll
@@ -344,8 +349,11 @@ static __device__ __forceinline__ void gemm_tc_body(float *red, unsigned char *w
             if (!SMW) ca[u] = na[u], cb[u] = nb[u];
             if (PX) {
 #pragma unroll
-                for (int mt = 0; mt < TC_MAX_MT; mt++)
-                    if (mt < MT) cx[u][mt] = nx[u][mt];
+                for (int mt = 0; mt < TC_MAX_MT; mt++) {
+                    if (mt >= MT) break;
+                    if (PX == 2) cx[u][mt] = cx2[u][mt], cx2[u][mt] = nx[u][mt];
+                    else cx[u][mt] = nx[u][mt];
+                }
             }
         }
     }
@@ -1035,6 +1043,7 @@ GEMM_TC_KERNEL(4, 1, 4, 0)
 GEMM_TC_KERNEL(8, 1, 2, 0)
 GEMM_TC_KERNEL(8, 1, 2, 1)
 GEMM_TC_KERNEL(8, 4, 1, 0)
+GEMM_TC_KERNEL(1, 1, 4, 2)
 
 typedef void (*gemm_tc_kernel_fn)(float *, int, const uint16_t *, int, const uint16_t *, int, int, int, int, int,
                                   int);
@@ -1099,6 +1108,7 @@ static const gemm_tc_variant tc_variants[] = {
     TCW_VARIANT(128, 2, 3, 2), TCW_VARIANT(64, 4, 2, 2), TCW_VARIANT(64, 2, 4, 2),
     TSS_VARIANT(128, 1, 8, 1), TSS_VARIANT(128, 2, 4, 1), TSS_VARIANT(64, 1, 10, 1), TSS_VARIANT(64, 2, 5, 1),
     TSS_VARIANT(64, 1, 6, 2), TSS_VARIANT(64, 2, 3, 2),
+    TC_VARIANT(1, 1, 4, 2), /* 30: x two steps ahead (TC_M1_P2) */
 };
 #define TC_N_VARIANTS ((int)(sizeof tc_variants / sizeof tc_variants[0]))
 #define TCB_128x128 13 /* TCB_VARIANT(2, 2, 4, 8, 4, 1) */
@@ -1109,6 +1119,7 @@ static const gemm_tc_variant tc_variants[] = {
 #define TSS_64 27     /* TSS_VARIANT(64, 2, 5, 1) */
 #define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
 #define TC_M1_U8 6 /* TC_VARIANT(1, 1, 8, 1) */
+#define TC_M1_P2 30 /* TC_VARIANT(1, 1, 4, 2) */
 
 /* tcb: the tile's extent, threads, and shared memory (the stages, or the partial tile over them) */
 static int tcb_bn(const gemm_tc_variant *v) { return 16 * v->tn * v->wn; }
@@ -1313,6 +1324,8 @@ void flint_cuda_gemm_init(void) {
     FLINT_ASSERT(tc_variants[TCB_128x64].wn == 2 && tc_variants[TCB_128x64].tm == 4 && tc_variants[TCB_128x64].st == 4);
     FLINT_ASSERT(tc_variants[TC_M1_U8].mt == 1 && tc_variants[TC_M1_U8].nt == 1 && tc_variants[TC_M1_U8].u == 8 &&
                  tc_variants[TC_M1_U8].px == 1);
+    FLINT_ASSERT(tc_variants[TC_M1_P2].mt == 1 && tc_variants[TC_M1_P2].nt == 1 && tc_variants[TC_M1_P2].u == 4 &&
+                 tc_variants[TC_M1_P2].px == 2);
     FLINT_ASSERT(tc_variants[TCW_128].bm == 128 && tc_variants[TCW_128].u == 2 && tc_variants[TCW_128].minb == 2 &&
                  tc_variants[TCW_64].bm == 64 && tc_variants[TCW_64].u == 2 && tc_variants[TCW_64].minb == 2);
     for (int i = 0; i < TC_N_VARIANTS; i++) /* a ring of one slot deadlocks: a slot is released a stage late */
@@ -1336,6 +1349,11 @@ static const gemm_tc_variant *gemm_tc_pick(int M, int N, int K) {
      * rows (below): tcw for narrow layers (session 22: with two blocks a multiprocessor, 25-27 us
      * where variant 4 took 29-30 at 72..128 rows of 4096 x 4096), tss for the rest. */
     int v = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? TCB_128x64 : M <= 128 && N <= 4096 ? 4 : TCB_128x128;
+    /* at <= 8 rows x is loaded two steps ahead (session 30: ncu had 45% of the O projection's
+     * stall samples at its first MMA, waiting for x from L2; b1 q 8 4.563 -> 4.496 ms, b8 q 1
+     * 4.933 -> 4.866); not at K < 2048, whose quarters are one or two steps (the embedded pair:
+     * 0.197 -> 0.208 ms a K = 0 step), nor at 9..16 rows (two m tiles: b2 q 8 5.24 -> 5.95 ms) */
+    if (M <= 8 && K >= 2048) v = TC_M1_P2;
     /* a long K at a few rows (qwen3-8b's down projection, 4096 x 12288): few blocks, each
      * streaming 384 KB, need more bytes in flight per warp: 8 k32 blocks a step (lab, M = 1 and 8:
      * 28.2-28.5 -> 27.0-27.3 us; at K = 4096 it loses) */
