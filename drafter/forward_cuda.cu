@@ -545,7 +545,7 @@ static void carve(const flint_drafter *d, struct flint_drafter_cuda *g, flint_ar
     g->act = DNEW(a, uint16_t, R * I);
     g->hfin = DNEW(a, uint16_t, R * H);
     g->u = DNEW(a, float, R * Vd);
-    g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, d->nh, (int)hd, (int)L));
+    g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, d->nh, d->nkv, (int)hd, (int)L));
     g->q = DNEW(a, float, Q * K * V);
     g->conf = DNEW(a, float, Q * K);
     g->toks = DNEW(a, int32_t, K * Q);

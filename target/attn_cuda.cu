@@ -82,6 +82,8 @@
  * with head_dim > 160), take the fallback: one CUDA-core block per (chunk, KV head, row). */
 #include "target/cuda_common.cuh"
 
+#include <limits.h>
+
 #define ATTN_THREADS 128
 #define ATTN_CHUNK FLINT_CUDA_ATTN_CHUNK
 #define ATTN_G FLINT_CUDA_ATTN_MAX_GROUP
@@ -997,12 +999,39 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const f
 
 /* ==== Launcher ==== */
 
-size_t flint_cuda_attn_scratch_floats(int n_rows, int n_heads, int head_dim, int max_ctx) {
-    size_t chunks = ((size_t)max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK;
+#define ATTN_MAX_DEVICES 64
+static int attn_device(int *n_sm);
+
+/* Scratch floats a launch of n_rows rows writes: a partial (head_dim + 2 floats) per (row, head,
+ * chunk up to max_ctx), for every row of a launch through the partials and the merge kernel. */
+static size_t attn_partial_floats(int n_rows, int n_heads, int head_dim, int max_ctx) {
+    const size_t chunks = ((size_t)max_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK;
     return (size_t)n_rows * n_heads * chunks * ((size_t)head_dim + 2);
 }
 
-#define ATTN_MAX_DEVICES 64
+/* The most rows a launch can have and still take the partials (the split kernel), on a device of
+ * n_sm multiprocessors: tensor-core shapes whose fused kernel exists (head_dim <= 128) split only
+ * while the (KV head, window) CTAs are fewer than 3/4 of a wave of per_sm <= 2 a multiprocessor,
+ * i.e. windows < W = ceil(3 n_sm / (2 n_kv_heads)), and a window holds at most TC_WIN rows. Other
+ * shapes (the CUDA-core fallback, head_dim > 128: one split, then the merge kernel) take them at
+ * any size. */
+static int attn_split_rows_max(int n_kv_heads, int head_dim, int n_sm) {
+    if (head_dim % 16 != 0 || head_dim > 128) return INT_MAX;
+    const int W = (3 * n_sm + 2 * n_kv_heads - 1) / (2 * n_kv_heads);
+    return TC_WIN * (W - 1 > 0 ? W - 1 : 0);
+}
+
+/* Sized for the launches that write partials, not for every row up to n_rows: at qwen3-8b's
+ * shape (8 KV heads, 132 multiprocessors) at most 192 rows, so a forward of 512 rows at a
+ * 40960-token max_len holds 0.96 GiB of partials instead of 2.5 (the KV pool can take the rest;
+ * session 31). */
+size_t flint_cuda_attn_scratch_floats(int n_rows, int n_heads, int n_kv_heads, int head_dim, int max_ctx) {
+    FLINT_ASSERT(n_rows >= 0 && n_heads > 0 && n_kv_heads > 0 && head_dim > 0 && max_ctx > 0);
+    int n_sm = 1;
+    attn_device(&n_sm);
+    const int rows_max = attn_split_rows_max(n_kv_heads, head_dim, n_sm);
+    return attn_partial_floats(n_rows < rows_max ? n_rows : rows_max, n_heads, head_dim, max_ctx);
+}
 
 /* Multiprocessors of the current device, and the dynamic shared memory attn_tc_kernel may use
  * there (raised on demand); cached per device (a benign race: every writer writes the same). */
@@ -1129,10 +1158,13 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
             FLINT_LAUNCH(!d128 ? attn_tc_fused_kernel : blk ? attn_tc_blk_fused_kernel_d128 : attn_tc_fused_kernel_d128,
                          dim3(a->n_kv_heads, windows, 1), TC_THREADS, smem, s, *a, x);
         else {
+            /* flint_cuda_attn_scratch_floats sized the scratch for the rows that can come here */
+            FLINT_ASSERT(a->n_rows <= attn_split_rows_max(a->n_kv_heads, a->head_dim, n_sm));
             FLINT_LAUNCH(!d128 ? attn_tc_kernel : blk ? attn_tc_blk_kernel_d128 : attn_tc_kernel_d128,
                          dim3(a->n_kv_heads, windows, (unsigned)(x.ns * x.ms)), TC_THREADS, smem, s, *a, x);
         }
     } else {
+        FLINT_ASSERT(attn_split_rows_max(a->n_kv_heads, a->head_dim, 1) == INT_MAX); /* sized for every row */
         FLINT_LAUNCH(attn_chunk_kernel, dim3(max_chunks, a->n_kv_heads, a->n_rows), ATTN_THREADS, 0, s, *a, max_chunks,
                      scale);
     }

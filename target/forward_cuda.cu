@@ -139,7 +139,7 @@ static void carve(flint_target *t, struct flint_target_cuda *g, flint_arena *a) 
     }
     g->logits = DNEW(a, float, R * V);
     g->taps = DNEW(a, float, R * (size_t)c->n_layers * H);
-    g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, t->nh, c->head_dim, (int)L));
+    g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, t->nh, t->nkv, c->head_dim, (int)L));
     {
         int kmax = t->q_dim > (int)H ? t->q_dim : (int)H;
         kmax = (int)I > kmax ? (int)I : kmax;

@@ -281,7 +281,8 @@ typedef struct flint_cuda_attn {
     int blk_rows;                      /* 0: causal; B: drafter blocks of B rows */
     const float *blk_k, *blk_v;        /* block mode: [n_rows][ld_blk] fp32 */
     int ld_blk;
-    float *scratch;                    /* flint_cuda_attn_scratch_floats(...) floats */
+    float *scratch;                    /* flint_cuda_attn_scratch_floats(...) floats, for at least
+                                          n_rows rows and max_ctx */
     int rows_per_seq;                  /* speed hint, causal mode: about how many consecutive rows each
                                           sequence has in this launch (1 for decode, K + 1 for a
                                           verify; 0: unknown). Results do not depend on it */
@@ -291,7 +292,10 @@ typedef struct flint_cuda_attn {
     int out_mp;
 } flint_cuda_attn;
 
-size_t flint_cuda_attn_scratch_floats(int n_rows, int n_heads, int head_dim, int max_ctx);
+/* The scratch for launches of up to n_rows rows and max_ctx positions on the current device: only
+ * launches with few CTAs go through the partials (the rest merge in registers), so at tensor-core
+ * shapes it covers min(n_rows, a bound set by n_kv_heads and the multiprocessors) rows. */
+size_t flint_cuda_attn_scratch_floats(int n_rows, int n_heads, int n_kv_heads, int head_dim, int max_ctx);
 void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s);
 
 #ifdef __cplusplus

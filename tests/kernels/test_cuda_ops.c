@@ -914,7 +914,7 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
     dbuf dpa = dnew_up(pa, sizeof(int32_t) * R), dpb = dnew_up(pb, sizeof(int32_t) * R);
     dbuf dsa = dnew_up(sa, sizeof(int32_t) * R), dsb = dnew_up(sb, sizeof(int32_t) * R);
     dbuf dout = dnew(sizeof(uint16_t) * R * ldo), dalone = dnew(sizeof(uint16_t) * R * ldo);
-    dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, hd, max_pos + 1));
+    dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, n_kv, hd, max_pos + 1));
     flint_cuda_attn a = {0};
     a.q = dqa.p;
     a.ldq = ldq;
@@ -1086,7 +1086,7 @@ static void test_attention_block(int n_heads, int n_kv, int hd, int bs, int B, i
     dbuf dp = dnew_up(pos, sizeof(int32_t) * R), ds = dnew_up(seq, sizeof(int32_t) * R);
     dbuf db = dnew_up(bkv, sizeof(float) * R * ld_blk);
     dbuf dout = dnew(sizeof(uint16_t) * R * ldo), dalone = dnew(sizeof(uint16_t) * R * ldo);
-    dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, hd, max_ctx));
+    dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, n_kv, hd, max_ctx));
     const float *blk = db.p;
     flint_cuda_attn a = {0};
     a.q = dq.p;
@@ -1362,6 +1362,13 @@ int main(int argc, char **argv) {
         starts[ng] = 3, lens[ng++] = 20;
         starts[ng] = 5, lens[ng++] = 12;
         test_attention_causal("qwen3-8b", 32, 8, 128, 16, ng, starts, lens);
+    }
+    if (!quick) { /* qwen3-8b verify blocks at the most rows the split kernel takes (24 windows of 8
+                   * rows x 8 KV heads below 3/4 of a wave on 132 multiprocessors: 192), with the
+                   * scratch sized for them by flint_cuda_attn_scratch_floats and its guards checked */
+        int starts[24], lens[24];
+        for (int i = 0; i < 24; i++) starts[i] = 5 + 37 * i, lens[i] = 8;
+        test_attention_causal("qwen3-8b split max", 32, 8, 128, 16, 24, starts, lens);
     }
     {   /* a long prefill run from 0 (groups cut at multiples of 8, chunk edges 128 .. 512) beside
          * verify and decode rows */
