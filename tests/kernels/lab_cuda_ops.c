@@ -192,9 +192,8 @@ void lab_attention(void) {
     CK(cudaMalloc((void **)&q, sizeof(float) * (size_t)q_rows * n_heads * hd));
     CK(cudaMemcpy(q, qh, sizeof(float) * (size_t)q_rows * n_heads * hd, cudaMemcpyHostToDevice));
     CK(cudaMalloc((void **)&out, sizeof(uint16_t) * (size_t)q_rows * n_heads * hd));
-    size_t scr_f = flint_cuda_attn_scratch_floats(max_rows, n_heads, n_kv, hd, max_ctx);
-    const size_t scr_pf = flint_cuda_attn_scratch_floats(max_ctx, n_heads, n_kv, hd, max_ctx);
-    if (scr_pf > scr_f) scr_f = scr_pf;
+    /* (the prefill runs, up to max_ctx rows, take the fused kernel: they write no partials) */
+    const size_t scr_f = flint_cuda_attn_scratch_floats(max_rows, n_heads, n_kv, hd, max_ctx);
     CK(cudaMalloc((void **)&scr, sizeof(float) * scr_f));
     CK(cudaMalloc((void **)&dbt, sizeof(int32_t) * n_blocks));
     CK(cudaMemcpy(dbt, bt, sizeof(int32_t) * n_blocks, cudaMemcpyHostToDevice));
