@@ -131,11 +131,13 @@ static __device__ __forceinline__ uint16_t *attn_out_at(const flint_cuda_attn &a
 #define TC_ROWS 128                /* rows read: TC_LOOK before the window, the window, the rest after */
 #define TC_PST (ATTN_CHUNK + 8)    /* P row stride in elements: 272 bytes, an odd number of 16 B units */
 #define TC_SMEM_LIMIT (219 * 1024) /* dynamic shared memory allowed (227 KB less the static part) */
+#define TC_MS_REF_CHUNKS 9         /* a 1024-position context and its verify block: the m-tile sharing's reference */
 
 typedef struct {
     int max_chunks; /* scratch chunks per (row, head) */
     int ns;         /* splits: a CTA takes chunks s, s + ns, ... */
-    int ms;         /* CTAs sharing a group's m tiles (grid z = ns x ms) */
+    int ms;         /* CTAs that may share a group's m tiles (grid z = split x ms + share) */
+    int budget;     /* CTAs of one (KV head, window) that fit one wave with the others' */
     int nq;         /* query slots allocated (Q and P planes), a multiple of 16, <= TC_NQ */
     int r_max, u;   /* rows per group at most; the cut unit */
     int win;        /* rows per window, 1..TC_WIN (speed only: groups do not depend on it) */
@@ -630,9 +632,10 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
     __shared__ int g_r0[TC_WIN], g_n[TC_WIN], g_cnt;
 
     const int tid = threadIdx.x;
-    /* grid (KV head, window, split): CTAs start in x, y, z order, so every split's working CTAs
-     * start before the next split's; the last rows' windows first */
-    const int kvh = blockIdx.x, win = gridDim.y - 1 - blockIdx.y, split = blockIdx.z % x.ns, mh = blockIdx.z / x.ns;
+    /* grid (KV head, window, split x ms + share): CTAs start in x, y, z order, so the low splits,
+     * which every context has, start first with all their shares (a short context in a grid sized
+     * for a long max_len: z < 18 of 64 work); the last rows' windows first */
+    const int kvh = blockIdx.x, win = gridDim.y - 1 - blockIdx.y, split = blockIdx.z / x.ms, mh = blockIdx.z % x.ms;
     /* BLK 0: compiled for causal launches only (the drafter block's lo-tile MMAs drop out) */
     const int hd = HD ? HD : a.head_dim, G = a.n_heads / a.n_kv_heads, kst = hd + 8, blk = BLK && a.blk_rows > 0;
 
@@ -718,10 +721,16 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
         int nch = (Tmax + ATTN_CHUNK - 1) / ATTN_CHUNK;
         if (nch > x.max_chunks) nch = x.max_chunks; /* a caller bug; the merge traps on it */
         if (split >= nch) continue;                  /* CTA-uniform */
-        /* this CTA's m tiles: x.ms CTAs share a group's tiles when CTAs are few (verify at batch 1-2);
+        /* this CTA's m tiles: ms CTAs share a group's tiles when CTAs are few (verify at batch 1-2):
+         * x.ms, halved while the splits that hold a chunk of this group (min(nch, ns): the grid's
+         * splits follow max_ctx, a group's chunks its own context) times ms pass one wave, so a
+         * short context in a grid sized for a long max_len still spreads its tiles; CTAs past ms
+         * end here. CTA-uniform (a group's nch);
          * local tile mt is the group's tile mt_lo + mt, local slot j its slot js + j (every slot's
          * operations are the same whoever computes it) */
-        const int n_slots = n * G, n_mt_all = (n_slots + 15) >> 4, tpc = (n_mt_all + x.ms - 1) / x.ms;
+        int ms = x.ms;
+        while (ms > 1 && min(nch, x.ns) * ms > x.budget) ms >>= 1;
+        const int n_slots = n * G, n_mt_all = (n_slots + 15) >> 4, tpc = (n_mt_all + ms - 1) / ms;
         const int mt_lo = mh * tpc, n_mt = min(n_mt_all, mt_lo + tpc) - mt_lo, js = 16 * mt_lo;
         if (n_mt <= 0) continue; /* CTA-uniform */
         if (FUSED && (Tmax + ATTN_CHUNK - 1) / ATTN_CHUNK > x.max_chunks) __trap(); /* as the merge kernel */
@@ -1146,12 +1155,23 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
          * q 8 4.70 -> 4.61 ms but the speculative step's verify 4.75 -> 4.81, and left the drafter's
          * blocks as they were: session 24 kept per_sm.)
          * The group's rows come from the rows-per-sequence hint (or the block); a CTA left without
-         * a tile ends at once. */
+         * a tile ends at once. The splits follow max_ctx, so a server's long max_len (40960: 32
+         * splits) left ms at 1 for every context, though a 1024-position one holds 9 chunks: batch
+         * 1, q 8 at context 1024 took 4.67 ms against 4.53 at a max_len of 1040 (session 31). So
+         * ms may also double while a context of TC_MS_REF_CHUNKS chunks would fit one wave with
+         * it, and each CTA halves it back for a group whose chunks (min(nch, ns) busy splits) times
+         * ms pass x.budget (attn_tc_body): where ns <= TC_MS_REF_CHUNKS nothing changes. With the
+         * shares innermost in the grid (the busy CTAs dispatched first), qwen3-8b b1 q 8 at context
+         * 1024, max_len 40960: 4.647 -> 4.562 ms (4096: 4.666 -> 4.588; 2048: 4.595 -> 4.612; the
+         * bench's own max_len unchanged), session 32. */
         x.ms = 1;
+        x.budget = (int)(per_sm * n_sm / per_split);
         if (!fused) {
             const int rows = blk ? (a->blk_rows < x.r_max ? a->blk_rows : x.r_max) : a->rows_per_seq;
             const int tiles = (rows * G + 15) / 16;
-            while (x.ms < tiles && per_split * x.ns * x.ms * 2 <= per_sm * n_sm) x.ms *= 2;
+            while (x.ms < tiles &&
+                   (per_split * x.ns * x.ms * 2 <= per_sm * n_sm || TC_MS_REF_CHUNKS * x.ms * 2 <= x.budget))
+                x.ms *= 2;
         }
         const int d128 = a->head_dim == 128; /* the same arithmetic, compiled for the shape */
         if (fused)

@@ -241,6 +241,35 @@ void lab_attention(void) {
                 printf("%-8s %6d %4d %6d %6d %11.1f %8.0f %8.2f %11.1f\n", Q == 1 ? "decode" : "verify", B, Q, R, ctx,
                        us, bytes / us * 1e-3, us / (bytes / 4.3e6), us_h[0]);
             }
+    /* batch 1 at context 1024 with the grid sized for a server's max_len (a captured forward takes
+     * the model's context: 32 splits where 9 have chunks), the lab side of session 31's finding
+     * (b1 q 8 4.53 ms in the graph at the tight max_len, 4.67 from 4096 up; 4.59 with session 32's
+     * m-tile sharing by the context's own chunks) */
+    {
+        const int mls[] = {1024, 2048, 4096, 40960};
+        float *scr_ml;
+        CK(cudaMalloc((void **)&scr_ml, sizeof(float) * flint_cuda_attn_scratch_floats(8, n_heads, n_kv, hd, 40960)));
+        for (int qi = 0; qi < 2; qi++)
+            for (int mi = 0; mi < 4; mi++) {
+                const int Q = qs[qi], ctx = 1024, sets = max_b;
+                for (int j = 0; j < Q; j++) pos[j] = ctx - Q + j;
+                for (int st = 0; st < sets; st++)
+                    for (int j = 0; j < Q; j++) seq[st * Q + j] = st;
+                CK(cudaMemcpy(dpos, pos, sizeof(int32_t) * Q, cudaMemcpyHostToDevice));
+                CK(cudaMemcpy(dseq, seq, sizeof(int32_t) * Q * sets, cudaMemcpyHostToDevice));
+                flint_cuda_attn b = a;
+                b.n_rows = Q;
+                b.max_ctx = mls[mi];
+                b.rows_per_seq = Q;
+                b.scratch = scr_ml;
+                const double us = time_attention(&b, dseq, sets, reps, e0, e1), bytes = 2.0 * ctx * n_kv * hd * 2;
+                char name[16];
+                snprintf(name, sizeof name, "ml%d", mls[mi]);
+                printf("%-8s %6d %4d %6d %6d %11.1f %8.0f %8.2f %11s\n", name, 1, Q, Q, ctx, us, bytes / us * 1e-3,
+                       us / (bytes / 4.3e6), "-");
+            }
+        CK(cudaFree(scr_ml));
+    }
     /* drafter blocks (block mode): batch x 8 rows, each block attending to its sequence's ctx cached
      * positions and its own 8 rows (fp32 K/V, read from a separate buffer) */
     {

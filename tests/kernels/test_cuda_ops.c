@@ -866,6 +866,7 @@ static void ref_attention(const ref_attn *a, float *out /* [n_rows][n_heads * hd
  * into groups); it is checked against the reference. Then, bit for bit against launch A: the
  * rows shuffled one by one (launch B: mostly groups of one row, other neighbours); each row
  * alone (grid sized for that row); each run alone. */
+#define ATTN_LONG 4096 /* positions past a launch's own max_ctx that its grid may be sized for */
 static void test_attention_causal(const char *name, int n_heads, int n_kv, int hd, int bs, int n_groups,
                                   const int *starts, const int *lens) {
     int R = 0, max_pos = 0;
@@ -914,7 +915,8 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
     dbuf dpa = dnew_up(pa, sizeof(int32_t) * R), dpb = dnew_up(pb, sizeof(int32_t) * R);
     dbuf dsa = dnew_up(sa, sizeof(int32_t) * R), dsb = dnew_up(sb, sizeof(int32_t) * R);
     dbuf dout = dnew(sizeof(uint16_t) * R * ldo), dalone = dnew(sizeof(uint16_t) * R * ldo);
-    dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, n_kv, hd, max_pos + 1));
+    /* (the scratch also takes the runs alone in a grid sized for a long max_len, below) */
+    dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, n_kv, hd, max_pos + 1 + ATTN_LONG));
     flint_cuda_attn a = {0};
     a.q = dqa.p;
     a.ldq = ldq;
@@ -1017,8 +1019,10 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
     ATTN_BITS(ra, "each row alone == in its run");
 
     /* each run alone (a verify block, the prefill run); then again with its length as the hint (a
-     * verify block's m tiles go to several CTAs when the CTAs are few: the split kernel's ms) */
-    for (int hinted = 0; hinted < 2; hinted++) {
+     * verify block's m tiles go to several CTAs when the CTAs are few: the split kernel's ms); then
+     * hinted in a grid sized for ATTN_LONG more positions (a server's long max_len: more splits
+     * than the run's chunks, m tiles shared or not by the run's own chunk count) */
+    for (int hinted = 0; hinted < 3; hinted++) {
         CK(cudaMemset(dalone.p, 0xFF, dalone.bytes));
         for (int i = 0; i < n_groups; i++) {
             const int r = ra[g0[i]]; /* the run's rows are ra[g0[i]] .. + lens[i] - 1 in launch A */
@@ -1030,9 +1034,12 @@ static void test_attention_causal(const char *name, int n_heads, int n_kv, int h
             b.n_rows = lens[i];
             b.max_ctx = starts[i] + lens[i];
             if (hinted) b.rows_per_seq = lens[i] < 8 ? lens[i] : 8;
+            if (hinted == 2) b.max_ctx += ATTN_LONG;
             flint_cuda_attention(&b, NULL);
         }
-        ATTN_BITS(ra, hinted ? "each run alone, its rows as the hint == in the batch" : "each run alone == in the batch");
+        ATTN_BITS(ra, hinted == 2 ? "each run alone, hinted, grid for a long max_len == in the batch"
+                      : hinted    ? "each run alone, its rows as the hint == in the batch"
+                                  : "each run alone == in the batch");
     }
 
     /* the window hint (rows_per_seq, a speed knob) changes no bit */
@@ -1086,7 +1093,7 @@ static void test_attention_block(int n_heads, int n_kv, int hd, int bs, int B, i
     dbuf dp = dnew_up(pos, sizeof(int32_t) * R), ds = dnew_up(seq, sizeof(int32_t) * R);
     dbuf db = dnew_up(bkv, sizeof(float) * R * ld_blk);
     dbuf dout = dnew(sizeof(uint16_t) * R * ldo), dalone = dnew(sizeof(uint16_t) * R * ldo);
-    dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, n_kv, hd, max_ctx));
+    dbuf dscr = dnew(sizeof(float) * flint_cuda_attn_scratch_floats(R, n_heads, n_kv, hd, max_ctx + ATTN_LONG));
     const float *blk = db.p;
     flint_cuda_attn a = {0};
     a.q = dq.p;
@@ -1125,28 +1132,35 @@ static void test_attention_block(int n_heads, int n_kv, int hd, int bs, int B, i
     snprintf(cas, sizeof cas, "drafter block B=%d reqs=%d heads=%d/%d hd=%d", B, n_req, n_heads, n_kv, hd);
     row("attention", cas, &c, guards_ok(&dout) && gaps_ok(got, R, q_dim, ldo, 2));
 
-    for (int i = 0; i < n_req; i++) {
-        flint_cuda_attn b = a;
-        size_t r0 = (size_t)i * B;
-        b.q = (const float *)dq.p + r0 * q_dim;
-        b.out = (uint16_t *)dalone.p + r0 * ldo;
-        b.pos = (const int32_t *)dp.p + r0;
-        b.row_seq = (const int32_t *)ds.p + r0;
-        b.blk_k = blk + r0 * ld_blk;
-        b.blk_v = blk + r0 * ld_blk + kvd;
-        b.n_rows = B;
-        b.max_ctx = P[i] + B;
-        flint_cuda_attention(&b, NULL);
-    }
-    down(alone, &dalone);
-    size_t bad = 0, nf = 0;
-    for (int r = 0; r < R; r++)
-        for (int i = 0; i < q_dim; i++) {
-            bad += alone[(size_t)r * ldo + i] != got[(size_t)r * ldo + i];
-            nf += !isfinite(flint_bf16_to_f32(alone[(size_t)r * ldo + i]));
+    /* each request alone, in a grid sized for it, then for ATTN_LONG more positions (a server's
+     * long max_len: more splits than the block's chunks) */
+    for (int lng = 0; lng < 2; lng++) {
+        CK(cudaMemset(dalone.p, 0xFF, dalone.bytes));
+        for (int i = 0; i < n_req; i++) {
+            flint_cuda_attn b = a;
+            size_t r0 = (size_t)i * B;
+            b.q = (const float *)dq.p + r0 * q_dim;
+            b.out = (uint16_t *)dalone.p + r0 * ldo;
+            b.pos = (const int32_t *)dp.p + r0;
+            b.row_seq = (const int32_t *)ds.p + r0;
+            b.blk_k = blk + r0 * ld_blk;
+            b.blk_v = blk + r0 * ld_blk + kvd;
+            b.n_rows = B;
+            b.max_ctx = P[i] + B + (lng ? ATTN_LONG : 0);
+            flint_cuda_attention(&b, NULL);
         }
-    bits_row("attn-batch", "drafter block: each request alone == in batch", bad, (size_t)R * q_dim, nf,
-             guards_ok(&dalone) && guards_ok(&dscr));
+        down(alone, &dalone);
+        size_t bad = 0, nf = 0;
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < q_dim; i++) {
+                bad += alone[(size_t)r * ldo + i] != got[(size_t)r * ldo + i];
+                nf += !isfinite(flint_bf16_to_f32(alone[(size_t)r * ldo + i]));
+            }
+        bits_row("attn-batch",
+                 lng ? "drafter block: each request alone, grid for a long max_len == in batch"
+                     : "drafter block: each request alone == in batch",
+                 bad, (size_t)R * q_dim, nf, guards_ok(&dalone) && guards_ok(&dscr));
+    }
 
     dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dbt), dfree(&dp), dfree(&ds), dfree(&db), dfree(&dout);
     dfree(&dalone), dfree(&dscr);
@@ -1370,6 +1384,12 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 24; i++) starts[i] = 5 + 37 * i, lens[i] = 8;
         test_attention_causal("qwen3-8b split max", 32, 8, 128, 16, 24, starts, lens);
     }
+    if (!quick) { /* qwen3-8b verify blocks at contexts of 1 to 24 chunks: alone in a grid sized for
+                   * a long max_len, a block's m tiles go to two CTAs up to 16 chunks and to one
+                   * past them (attn_tc_body's ms against the wave) */
+        const int starts[] = {5, 1000, 2200, 3000, 1500}, lens[] = {8, 8, 8, 8, 1};
+        test_attention_causal("qwen3-8b long max_len", 32, 8, 128, 16, 5, starts, lens);
+    }
     {   /* a long prefill run from 0 (groups cut at multiples of 8, chunk edges 128 .. 512) beside
          * verify and decode rows */
         const int starts[] = {0, 300, 777, 250}, lens[] = {quick ? 200 : 600, 8, 1, 8};
@@ -1411,6 +1431,11 @@ int main(int argc, char **argv) {
         int P[32];
         for (int i = 0; i < 32; i++) P[i] = i == 0 ? 0 : i == 1 ? 120 : i == 2 ? 248 : (i * 37) % 290;
         test_attention_block(32, 8, 128, 16, 8, 32, P);
+    }
+    if (!quick) { /* qwen3-8b blocks at contexts of 1 to 20 chunks (alone in a long max_len's grid:
+                   * m tiles shared by two CTAs, or not past 16 chunks) */
+        const int P[] = {5, 1000, 2500};
+        test_attention_block(32, 8, 128, 16, 8, 3, P);
     }
     {   /* a block starting on a chunk edge */
         const int P[] = {0, 128, 300};
