@@ -6,7 +6,8 @@
 # several stripped builds as one xz archive, docs/device.md). Session 24 made its decisions this way.
 #   AB_BINS="flint_old flint" OUT=/tmp/out bash tools/device/ab.sh
 # AB_ROUNDS (2), AB_STEPS (verify, embedded, spec8b: which parts), AB_VERIFY_BATCHES (1,8),
-# AB_EMB_BATCHES (1,8), AB_SPEC_BATCHES (1,8), AB_DEVICE (cuda; cpu for a dry run of the script).
+# AB_EMB_BATCHES (1,8), AB_SPEC_BATCHES (1,8), AB_DEVICE (cuda; cpu for a dry run of the script),
+# AB_MAXLEN (the qwen3-8b runs' --max-model-len; unset: the bench's own, just enough for its context).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/common.sh
@@ -15,6 +16,8 @@ BINS=${AB_BINS:-flint}
 ROUNDS=${AB_ROUNDS:-2}
 STEPS=${AB_STEPS:-"verify embedded spec8b"}
 DEV=${AB_DEVICE:-cuda}
+ML=()
+[ -n "${AB_MAXLEN:-}" ] && ML=(--max-model-len "$AB_MAXLEN")
 has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 if has spec8b && [ ! -f /tmp/d8b/model.safetensors ]; then
     python3 tools/make_random_drafter.py qwen3-8b /tmp/d8b --layers 5 --taps 1,9,17,25,33 --markov-rank 64 \
@@ -30,7 +33,7 @@ for r in $(seq 1 "$ROUNDS"); do
         [ -x "$bin" ] || { echo "$b: no $bin"; continue; }
         if has verify; then
             timeout 200 "$bin" bench --device "$DEV" --load-format dummy --model-shape "${AB_SHAPE:-qwen3-8b}" \
-                --context 1024 --batch-sizes "${AB_VERIFY_BATCHES:-1,8}" --q 1,8 --steps 30 --baseline none 2>&1 |
+                --context 1024 --batch-sizes "${AB_VERIFY_BATCHES:-1,8}" --q 1,8 --steps 30 --baseline none "${ML[@]}" 2>&1 |
                 rows | awk -v b="$b" -v r="$r" '{printf "verify  %-12s round %s  batch %3s q %s  %s ms\n", b, r, $1, $2, $4}'
         fi
         if has embedded; then
@@ -42,7 +45,7 @@ for r in $(seq 1 "$ROUNDS"); do
         if has spec8b; then
             timeout 300 "$bin" bench --device "$DEV" --load-format dummy --model-shape qwen3-8b \
                 --speculative-config '{"model": "/tmp/d8b", "num_speculative_tokens": 7}' --synthetic-acceptance 3.41 \
-                --batch-sizes "${AB_SPEC_BATCHES:-1,8}" --draft-lengths 7 --context 1024 --warmup 3 --steps 20 --profile 2>&1 |
+                --batch-sizes "${AB_SPEC_BATCHES:-1,8}" --draft-lengths 7 --context 1024 --warmup 3 --steps 20 --profile "${ML[@]}" 2>&1 |
                 grep -A12 'step profile' | rows | awk -v b="$b" -v r="$r" \
                 '$2 == 7 {printf "spec8b  %-12s round %s  batch %3s K 7  step %s  draft %s  verify %s ms\n", b, r, $1, $3, $4, $5}'
         fi
