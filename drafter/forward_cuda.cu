@@ -428,6 +428,7 @@ struct flint_drafter_cuda {
     char *hpar;                 /* pinned */
     const char *hpar_dev;       /* hpar as the device addresses it (mapped pinned memory) */
     cudaEvent_t staged;         /* the last upload of hpar has left it (encode returns without waiting) */
+    int staged_live;            /* staged recorded and not yet waited for (staged_wait) */
     /* Encodes run on their own low-priority stream, es, beside the target's: a step that drafts
      * nothing (dynamic draft lengths) then overlaps the encode of the rows it committed with the
      * next forward instead of adding it to the step. queued: the target's stream at the call
@@ -936,6 +937,17 @@ static void copy_params(struct flint_drafter_cuda *g, int n_used, cudaStream_t s
 static int upload_params(struct flint_drafter_cuda *g, int n_used, cudaStream_t s, flint_err *err) {
     copy_params(g, n_used, s);
     CUDA_OK(cudaEventRecord(g->staged, s), "event");
+    g->staged_live = 1;
+    return 0;
+}
+
+/* The block is free once its last recorded upload has passed; the one-graph step's upload records
+ * nothing (its caller waits for the step's end before staging again, drafter.h), so a sync on a
+ * passed event, several us of host time a step (the target's staged_wait), is skipped. */
+static int staged_wait(struct flint_drafter_cuda *g, flint_err *err) {
+    if (!g->staged_live) return 0;
+    CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
+    g->staged_live = 0;
     return 0;
 }
 
@@ -1066,7 +1078,7 @@ int flint_drafter_encode_cuda(flint_drafter *d, const flint_drafter_ctx_batch *b
     if (b->defer && b->taps_device) return hold_encode(d, b, err);
     /* held rows first: their taps sit where this call's gather writes */
     if (flint_drafter_flush_cuda(d, b->block_tables, err)) return -1;
-    CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
+    if (staged_wait(g, err)) return -1;
     const int graphed = !d->opts.enforce_eager;
     int R = b->n_rows, n_used = 0;
     dgraph_key k;
@@ -1146,7 +1158,7 @@ int flint_drafter_flush_cuda(flint_drafter *d, const int32_t *const *block_table
     struct flint_drafter_cuda *g = d->cuda;
     if (!g || g->n_held == 0) return 0;
     CUDA_OK(cudaSetDevice(g->device), "select device");
-    CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
+    if (staged_wait(g, err)) return -1;
     const int graphed = !d->opts.enforce_eager, P = g->n_held;
     int n_used = 0;
     dgraph_key k;
@@ -1235,7 +1247,7 @@ int flint_drafter_draft_cuda(flint_drafter *d, int n_reqs, const flint_drafter_r
     const flint_drafter_config *c = &d->cfg;
     CUDA_OK(cudaSetDevice(g->device), "select device");
     if (flint_drafter_flush_cuda(d, bts, err)) return -1; /* the held rows are context too */
-    CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
+    if (staged_wait(g, err)) return -1;
     /* the context the last encode wrote, and its reads of dpar done before this upload rewrites it */
     CUDA_OK(cudaStreamWaitEvent(g->stream, g->encoded, 0), "draft waits for the encode");
     g->es_queued = 0;
@@ -1307,7 +1319,7 @@ int flint_drafter_step_prepare(flint_drafter *d, const int32_t *const *block_tab
     CUDA_OK(cudaSetDevice(g->device), "select device");
     if (flint_drafter_flush_cuda(d, block_tables, err)) return -1;
     /* the last split call's upload has left the staging block before the step rewrites it */
-    CUDA_OK(cudaEventSynchronize(g->staged), "drafter (the previous upload)");
+    if (staged_wait(g, err)) return -1;
     if (g->es_queued) { /* the context those encodes write, before the step's draft reads it */
         CUDA_OK(cudaStreamWaitEvent(g->stream, g->encoded, 0), "step waits for the encode");
         g->es_queued = 0;

@@ -89,6 +89,9 @@ struct flint_target_cuda {
     const unsigned char *h_in_dev; /* h_in as the device addresses it (mapped pinned memory) */
     int32_t *h_row_seq, *h_tables, *h_tokens, *h_pos, *h_logit_rows;
     cudaEvent_t staged;
+    /* staged was recorded and not yet waited for (staged_wait): a sync on a passed event still cost
+     * the host several us a step, and the one-graph step records none */
+    int staged_live;
     /* captured forwards, keyed by their launch shape (graph_key); least recently used evicted */
     flint_graph_pool graphs;
     size_t weight_bytes, kv_bytes; /* parts of bytes, for the report */
@@ -732,6 +735,19 @@ static void plan(const flint_target *t, int R, int n_used, int L, int max_ctx, i
     while (k->rows_per_seq < 8 && k->rows_per_seq * n_used < R) k->rows_per_seq *= 2;
 }
 
+/* The staging block is free once its last upload outside a step graph (`staged`) has passed. The
+ * one-graph step's upload records nothing: its caller waits for the step's end before staging
+ * again (target.h). So only a forward's own recorded upload is waited for, once: a sync on a
+ * passed event still cost the host microseconds a step (H200, embedded pair, K 7, this and the
+ * drafter's: host us b1 7.4-8.3 -> 4.5, b8 10.4-11.7 -> 7.5, b64 median of 8 runs 29.0 -> 25.4;
+ * issue #8's 30 us at batch 64). */
+static int staged_wait(struct flint_target_cuda *g, flint_err *err) {
+    if (!g->staged_live) return 0;
+    CUDA_OK(cudaEventSynchronize(g->staged), "forward (the previous batch upload)");
+    g->staged_live = 0;
+    return 0;
+}
+
 /* The batch (validated by the caller, as for the CPU forward) into the pinned staging block h_in:
  * the host's part of a forward. Sequences are renumbered in order of first use so only the tables
  * of rows in this batch travel. A padded forward (captured) pads the rows to k->rows: padded rows
@@ -744,7 +760,7 @@ static int stage_batch(flint_target *t, struct flint_target_cuda *g, const flint
     const flint_target_options *o = &t->opts;
     int R = b->n_rows, bs = o->kv_block_size;
     int n_used = 0, max_ctx = 1;
-    CUDA_OK(cudaEventSynchronize(g->staged), "forward (the previous batch upload)");
+    if (staged_wait(g, err)) return -1;
     if (++g->stage_gen == 0) { /* the stamp wrapped: forget every old one */
         memset(g->h_slot_gen, 0, sizeof(uint32_t) * (size_t)g->slot_cap);
         g->stage_gen = 1;
@@ -889,6 +905,7 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     if (stage_batch(t, g, b, graphed, NULL, &k, &n_used, err)) return -1;
     upload_batch(g, n_used);
     CUDA_OK(cudaEventRecord(g->staged, st), "event");
+    g->staged_live = 1;
     if (b->tokens_device) /* the drafts the GPU drew, over the staged placeholders (outside the graph) */
         flint_cuda_copy_rows((float *)g->tokens, R, (const float *)b->tokens_device, R, 1, R, (flint_cuda_stream)st);
     if (graphed) {
