@@ -39,10 +39,11 @@
 
 /* A forward's launch shape: what a captured graph bakes in. Rows and logit rows are padded up to
  * buckets and the attention bound is the model's context, so a few graphs serve every step. */
+#define TARGET_MAX_TAPS 16 /* taps a forward takes at most (and one a layer at most) */
 typedef struct graph_key {
     int rows, n_logit, ctx, n_taps;
     int rows_per_seq; /* the attention's window hint, 1, 2, 4 or 8 (flint_cuda_attn) */
-    int32_t tap_layers[16];
+    int32_t tap_layers[TARGET_MAX_TAPS];
 } graph_key;
 
 #define GRAPH_POOL 128 /* the start-up set (flint_target_capture_graphs: ~80) and prefill shapes */
@@ -141,9 +142,9 @@ static void carve(flint_target *t, struct flint_target_cuda *g, flint_arena *a) 
         g->act = DNEW(a, uint16_t, rows > xp ? rows : xp);
     }
     g->logits = DNEW(a, float, R * V);
-    { /* [rows][n_taps][H]: a forward takes at most one tap a layer and at most 16 (graph_key), so
-       * not a slot per layer (qwen3-8b at 512 rows: 302 -> 134 MB) */
-        const size_t max_taps = c->n_layers < 16 ? (size_t)c->n_layers : 16;
+    { /* [rows][n_taps][H] for at most min(n_layers, TARGET_MAX_TAPS) taps, not a slot per layer
+       * (qwen3-8b at 512 rows: 302 -> 134 MB) */
+        const size_t max_taps = c->n_layers < TARGET_MAX_TAPS ? (size_t)c->n_layers : TARGET_MAX_TAPS;
         g->taps = DNEW(a, float, R * max_taps * H);
     }
     g->attn_scratch = DNEW(a, float, flint_cuda_attn_scratch_floats((int)R, t->nh, t->nkv, c->head_dim, (int)L));
@@ -687,7 +688,7 @@ int flint_target_capture_graphs(flint_target *t, int n_taps, const int32_t *tap_
     struct flint_target_cuda *g = t->cuda;
     const flint_target_options *o = &t->opts;
     if (!g || o->enforce_eager) return 0;
-    if (n_taps > t->cfg.n_layers || n_taps > 16)
+    if (n_taps > t->cfg.n_layers || n_taps > TARGET_MAX_TAPS)
         return flint_err_set(err, FLINT_ERR_INVALID, "graph capture: %d taps", n_taps);
     CUDA_OK(cudaSetDevice(g->device), "select device");
     const int limit = o->graph_max_rows < o->max_rows ? o->graph_max_rows : o->max_rows;
@@ -839,7 +840,7 @@ void flint_target_plan(const flint_target *t, int n_rows, int n_seqs, int seq_bu
                        const int32_t *tap_layers, flint_target_launch *l) {
     const flint_target_options *o = &t->opts;
     graph_key k;
-    FLINT_ASSERT(n_rows >= 1 && n_rows <= o->max_rows && n_seqs >= 1 && n_seqs <= n_rows && n_taps <= 16);
+    FLINT_ASSERT(n_rows >= 1 && n_rows <= o->max_rows && n_seqs >= 1 && n_seqs <= n_rows && n_taps <= TARGET_MAX_TAPS);
     plan(t, n_rows, n_seqs, n_rows, o->max_len, !o->enforce_eager, n_taps, tap_layers, &k);
     memset(l, 0, sizeof *l);
     l->rows = k.rows, l->n_logit = k.n_logit, l->ctx = k.ctx, l->n_taps = k.n_taps, l->rows_per_seq = k.rows_per_seq;
@@ -900,9 +901,9 @@ int flint_target_forward_cuda(flint_target *t, const flint_target_batch *b, flin
     if (o->tp && flint_tp_nccl_failed(o->tp->nccl)) /* its graphs hold the aborted communicator */
         return flint_err_set(err, FLINT_ERR_IO, "target forward: tensor parallel rank %d: the NCCL group has failed "
                              "earlier; the engine must be restarted", o->tp->rank);
-    if (b->n_taps > c->n_layers || b->n_taps > 16)
+    if (b->n_taps > c->n_layers || b->n_taps > TARGET_MAX_TAPS)
         return flint_err_set(err, FLINT_ERR_INVALID, "target forward: %d taps; the CUDA forward takes at most one per "
-                             "layer (%d) and at most 16", b->n_taps, c->n_layers);
+                             "layer (%d) and at most %d", b->n_taps, c->n_layers, TARGET_MAX_TAPS);
     const int graphed = !o->enforce_eager && R <= o->graph_max_rows;
     graph_key k;
     int n_used = 0;
