@@ -1117,6 +1117,8 @@ static const gemm_tc_variant tc_variants[] = {
 #define TCW_64 23     /* TCW_VARIANT(64, 2, 4, 2) */
 #define TSS_128 25    /* TSS_VARIANT(128, 2, 4, 1) */
 #define TSS_64 27     /* TSS_VARIANT(64, 2, 5, 1) */
+#define TCW_64_S2 22  /* TCW_VARIANT(64, 4, 2, 2) */
+#define TSS_64_B2 28  /* TSS_VARIANT(64, 1, 6, 2) */
 #define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
 #define TC_M1_U8 6 /* TC_VARIANT(1, 1, 8, 1) */
 #define TC_M1_P2 30 /* TC_VARIANT(1, 1, 4, 2) */
@@ -1332,6 +1334,10 @@ void flint_cuda_gemm_init(void) {
         FLINT_ASSERT(!tc_variants[i].bm || tc_variants[i].st >= 2);
     FLINT_ASSERT(tc_variants[TSS_128].ss && tc_variants[TSS_128].bm == 128 && tc_variants[TSS_128].u == 2 &&
                  tc_variants[TSS_64].ss && tc_variants[TSS_64].bm == 64 && tc_variants[TSS_64].u == 2);
+    FLINT_ASSERT(tc_variants[TCW_64_S2].bm == 64 && !tc_variants[TCW_64_S2].ss && tc_variants[TCW_64_S2].u == 4 &&
+                 tc_variants[TCW_64_S2].st == 2 && tc_variants[TCW_64_S2].minb == 2);
+    FLINT_ASSERT(tc_variants[TSS_64_B2].ss && tc_variants[TSS_64_B2].bm == 64 && tc_variants[TSS_64_B2].u == 1 &&
+                 tc_variants[TSS_64_B2].st == 6 && tc_variants[TSS_64_B2].minb == 2);
     for (int i = 0; i < TC_N_VARIANTS; i++) smem_prepare(&tc_variants[i]);
     if (FLINT_TCW_BUILT) gemm_tss_init();
 }
@@ -1369,10 +1375,16 @@ static const gemm_tc_variant *gemm_tc_pick(int M, int N, int K) {
      * Session 29 (lab, weights past L2): at 65..128 rows a layer of 4097..8192 outputs takes tss's
      * 64-row tiles (qwen3-8b's QKV at 96 / 128 rows 33.1 / 33.6 -> 27.8 / 28.3 us). The 64-row tiles
      * two blocks a multiprocessor (the lab tilings tss 128x64 b2) took the gate-up at 33..64 rows from 65-66 to 62-63
-     * us in the lab, but the forward at 64 rows (batch 8, q 8; batch 64, q 1) did not move: not
-     * picked. */
+     * us in the lab, but the forward at 64 rows (batch 8, q 8; batch 64, q 1) did not move then.
+     * Session 33 (lab, M = 64): tcw with k128 stages, two of them, two blocks a multiprocessor
+     * (TCW_64_S2) against TCW_64: 4096 x 4096 21.2 -> 18.3 us, 4096 x 12288 49.7 -> 39.3, 6144 x
+     * 4096 21.9 both; in the forward, with tss's 64-row tiles two blocks a multiprocessor for the
+     * wide layers (TSS_64_B2: gate-up 66.1 -> 62.3 us), batch 8 q 8 7.20 -> 6.53 ms, batch 64 q 1
+     * 9.54 -> 8.84, the speculative step at qwen3-8b batch 8 K 7 9.50 -> 8.75 (TCW_64_S2 alone:
+     * 6.73, 9.02, 9.01). Its stages of four k32 blocks need K % 512 == 0 (whole stages in each
+     * quarter); other K keep TCW_64. */
     if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024) {
-        if (M <= 64) v = N > 8192 ? TSS_64 : TCW_64;
+        if (M <= 64) v = N > 8192 ? TSS_64_B2 : K % 512 == 0 ? TCW_64_S2 : TCW_64;
         else if (M <= 128) v = N <= 4096 ? TCW_128 : N <= 8192 ? TSS_64 : TSS_128;
         else v = N <= 4096 && M <= 256 ? TSS_64 : TSS_128;
     }
