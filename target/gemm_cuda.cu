@@ -5,9 +5,9 @@
  * matrices, so a warp of the small-M path streams contiguous bytes and the warpgroup paths copy
  * tiles as they lie. Paths: the register path (tc: each warp its own tiles, M <= 32), block tiles
  * of mma.sync with a cluster per output tile (tcb), warpgroup tiles with W in registers (tcw, 33..
- * 64 rows and narrow layers to 128) and with both operands in shared memory (tss,
- * gemm_tss_cuda.cu, from 65 rows). Split from ops_cuda.cu so the GEMM kernels can evolve on their
- * own (lab: tests/kernels, tools/lab). */
+ * 64 rows and narrow layers to 128; long-K layers from 17 rows) and with both operands in shared
+ * memory (tss, gemm_tss_cuda.cu, from 65 rows; wide layers from 17 rows): gemm_tc_pick. Split
+ * from ops_cuda.cu so the GEMM kernels can evolve on their own (lab: tests/kernels, tools/lab). */
 #include <pthread.h>
 
 #include "target/cuda_common.cuh"
@@ -1383,6 +1383,17 @@ static const gemm_tc_variant *gemm_tc_pick(int M, int N, int K) {
      * 9.54 -> 8.84, the speculative step at qwen3-8b batch 8 K 7 9.50 -> 8.75 (TCW_64_S2 alone:
      * 6.73, 9.02, 9.01). Its stages of four k32 blocks need K % 512 == 0 (whole stages in each
      * quarter); other K keep TCW_64. */
+    /* at 17..32 rows the warpgroup tiles win where each output has a long K or the layer is wide
+     * (lab, M = 32: 4096 x 12288 42.8 -> 37.9 us with TCW_64_S2, 24576 x 4096 66.3 -> 60.9 with
+     * TSS_64_B2; 4096 x 4096 and 6144 x 4096 stay on the register path, 16.5 and 18.6 against 17.3
+     * and 20.7; at 16 rows the register path wins all four). In the forward (session 33, same
+     * call): batch 32 q 1 8.17 -> 7.40 ms, batch 4 q 8 7.02 -> 6.29, the speculative step at batch
+     * 4 K 7 9.01 -> 8.06. (A forward asks the down projection first whether it reads the scratch,
+     * flint_cuda_gemm_xp, so a gate-up that could write it alone does not.) */
+    if (g_wgmma && FLINT_TCW_BUILT && M > 16 && M <= 32 && K >= 1024) {
+        if (N > 8192) v = TSS_64_B2;
+        else if (K >= 8192 && K % 512 == 0) v = TCW_64_S2;
+    }
     if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024) {
         if (M <= 64) v = N > 8192 ? TSS_64_B2 : K % 512 == 0 ? TCW_64_S2 : TCW_64;
         else if (M <= 128) v = N <= 4096 ? TCW_128 : N <= 8192 ? TSS_64 : TSS_128;

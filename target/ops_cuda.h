@@ -180,7 +180,8 @@ void flint_cuda_gemm_init(void);
  * (M <= 32, and 65..128 rows of narrow layers) with programmatic dependent launch: each starts
  * during the kernel before, streaming its first weights, and waits for it before reading
  * activations; 0 plain launches. wgmma 1 (the default, where the build has sm_90a) runs M > 32
- * on the warpgroup path (wgmma), 0 on the mma.sync block tiles. early 1 (the default) lets a
+ * (and, from 17 rows, layers wider than 8192 or with K >= 8192) on the warpgroup paths (wgmma), 0
+ * on the mma.sync register path and block tiles. early 1 (the default) lets a
  * register-path GEMM of <= 8 MB of weights start the kernel after it as soon as its own wait has
  * returned (gemm_cuda.cu, gemm_early); 0 only when it ends.
  * Negative keeps a setting. None changes a bit of any result: for the lab and A/B benchmarks. */

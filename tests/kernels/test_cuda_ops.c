@@ -748,8 +748,8 @@ static void test_gemm_tc_glu(int I, int K, int ldx, int ldo, const int *ms, int 
 
 /* The MLP with the SwiGLU output in the down projection's input layout (flint_cuda_gemm_tc_glu_xp
  * into a NaN-filled buffer, then flint_cuda_gemm_tc_xp adding into y) against the row-layout calls
- * (flint_cuda_gemm_tc_glu, flint_cuda_gemm_tc): y bit-equal. Where either GEMM cannot take that
- * layout (want_xp 0: few rows), both calls must return 0 and launch nothing. */
+ * (flint_cuda_gemm_tc_glu, flint_cuda_gemm_tc): y bit-equal. Where neither GEMM can take that
+ * layout (want_xp 0: 16 rows, the register path), both calls must return 0 and launch nothing. */
 static void test_mlp_xp(int M, int I, int K, int want_xp) {
     const int N = 2 * I, H = K; /* down: H x I */
     const size_t pe = flint_cuda_gemm_packed_elems(N, K), xb = flint_cuda_gemm_scratch_bytes(M, I);
@@ -1348,7 +1348,8 @@ int main(int argc, char **argv) {
         test_mlp_xp(40, 4608, 1024, 1);
         test_mlp_xp(100, 4608, 1024, 1);
         test_mlp_xp(300, 2048, 1024, 1);
-        test_mlp_xp(32, 4608, 1024, 0);
+        test_mlp_xp(32, 8192, 1024, 1); /* 17..32 rows: a wide gate-up and a long-K down take the tiles */
+        test_mlp_xp(16, 4608, 1024, 0);
         if (!quick) test_mlp_xp(512, 12288, 4096, 1);
     }
 
