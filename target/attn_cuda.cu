@@ -23,6 +23,9 @@
  *      p = 0 for the others; l = sum of p.
  *   3. O = P V: warp w takes 16-dim pairs w, w + 8, ... of head_dim, every slot; the k
  *      loop runs over the chunk's 128 positions in steps of 16.
+ * The fused kernel at batches 32-64 (attn_tc_fused_pf_kernel_d128: a rows-per-sequence hint,
+ * 16-position pages) gives P its own planes and requests chunk c + 1's K once chunk c's scores are
+ * done and its V once chunk c's P V is done (lab, session 35: batch 64 verify 123 -> 114 us a layer).
  * (8 warps, not 4, since session 19: at batch 1 the CTAs are too few to fill the machine and
  * each warp's chain of dependent instructions set the time, ncu; halving each warp's share of a
  * chunk halves the chain. The sums' orders changed with it, the same for every launch.)
@@ -143,6 +146,7 @@ typedef struct {
     int win;        /* rows per window, 1..TC_WIN (speed only: groups do not depend on it) */
     int q_vec;      /* q and ldq allow 16-byte loads */
     int lo_rows;    /* block mode: rows of the K and V lo planes (tc_lo_rows); 0 causal */
+    int pg;         /* pages hold a multiple of 16 positions: head_dim-128 causal CTAs take tc_load_page_tile */
     float scale;
 } tc_args;
 
@@ -150,6 +154,11 @@ static __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uin
 
 static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+/* The same copy with src_size bytes read (0: none) and the rest of the 16 zero-filled. */
+static __device__ __forceinline__ void cp_async16_zfill(void *dst, const void *src, int src_size) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_size)
+                 : "memory");
 }
 static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 static __device__ __forceinline__ void cp_async_wait1(void) { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
@@ -267,6 +276,27 @@ static __device__ __forceinline__ void tc_load_kv(uint16_t *Ks, uint16_t *Vs, co
     }
 }
 
+/* One tile (K or V) of a causal chunk at head_dim 128 when pages hold a multiple of 16 positions
+ * (x.pg): positions 16 i .. 16 i + 15 of the chunk lie in one page, whose first position's
+ * element offset pg_off[i] the prologue wrote, so thread tid copies the 16-byte piece tid % 16 of
+ * position 16 i + tid / 16 from pg_off[i] + (tid / 16) slot, and zero-fills it (no read) at or
+ * past Tmax; one commit group. Same bytes as tc_load_tile, with per piece an add and a compare
+ * instead of a 64-bit offset read from shared memory and a three-way branch (ncu, session 32:
+ * ~460 of the fused kernel's ~1580 instructions a warp and chunk at batch 64, q 8; ~1300 now). */
+static __device__ __forceinline__ void tc_load_page_tile(uint16_t *dst, const uint16_t *src, const long long *pg_off,
+                                                         int t0, int Tmax, int slot) {
+    const int r = threadIdx.x >> 4, d = (threadIdx.x & 15) * 8, kst = 128 + 8;
+    const int n_ok = Tmax - t0 - r; /* piece i is in the context when 16 i < n_ok */
+    const long long toff = (long long)r * slot + d;
+    dst += r * kst + d;
+#pragma unroll
+    for (int i = 0; i < ATTN_CHUNK / 16; i++) {
+        const int ok = 16 * i < n_ok;
+        cp_async16_zfill(dst + 16 * i * kst, src + (ok ? pg_off[i] + toff : 0), ok ? 16 : 0);
+    }
+    cp_async_commit();
+}
+
 /* j / G for a slot j < 1024 and G <= 16 (gdiv = ceil(2^16 / G): exact in that range, checked
  * exhaustively), without the integer division's ~20 instructions */
 static __device__ __forceinline__ int tc_div(int j, int gdiv) { return (j * gdiv) >> 16; }
@@ -360,7 +390,7 @@ static __device__ __forceinline__ void tc_mma_k16(float acc[TC_MT][2][4], const 
  * not by HBM); the others with the run-time count. */
 static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const tc_args &x, const int FUSED,
                                                 const int hd, const int CAUSAL, const int blk, const int n_mt,
-                                                const int LOWIN,
+                                                const int LOWIN, const int PAGED, const int PF,
                                                 uint16_t *Ks, uint16_t *Kl, uint16_t *Vs, uint16_t *Vl, uint16_t *Ph,
                                                 uint16_t *Pl, uint16_t *Qh, uint16_t *Ql, float (*red_m)[TC_NQ],
                                                 float (*red_l)[TC_NQ], float2 *mg_ab, float *mg_L, long long *pos_off,
@@ -377,17 +407,38 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
     float o_run[TC_MT][2][4], Mj = -INFINITY, Lj = 0.0f, alj = 0.0f, bej = 0.0f;
     tc_zero(o_run);
 
+    /* PF (fused, paged, P in its own planes): chunk c + 1's K is requested once chunk c's scores
+     * are done and its V once chunk c's P V is done, so that their latency passes under chunk c's
+     * softmax and P V (and chunk c + 1's scores) instead of at chunk c + 1's start. pos_off holds
+     * two chunks' page offsets: chunk c's at (c & 1) 8. The copies, their bytes and everything
+     * computed from them are those of the plain loop. */
     for (int c = split; c < nch; c += x.ns) {
         const int t0 = c * ATTN_CHUNK;
         const int bchunk = blk && t0 + ATTN_CHUNK > n_cache; /* holds block positions (fp32 K/V) */
+        long long *pg = pos_off + (PF ? (c & 1) * 8 : 0), *pg1 = pos_off + ((c + 1) & 1) * 8;
         /* the lo planes' rows: x.lo_rows positions from the k16 step of the chunk's first block
          * position (outside them the lo values are zeros: the MMA takes zero fragments, as before) */
         const int lo_rows = LOWIN ? x.lo_rows : ATTN_CHUNK; /* LOWIN 0: whole-chunk planes, lo_base 0 */
         const int lo_base = LOWIN && bchunk ? (max(n_cache - t0, 0) >> 4) << 4 : 0;
 
         /* 1. where each position's K/V row is (the block-table loads need no wait: the tables
-         * are uploaded before a forward's first kernel) */
-        {
+         * are uploaded before a forward's first kernel); PAGED: where each 16 positions' page is */
+        if (PAGED) {
+            /* PF: the first chunk's offsets and the next chunk's (the next chunk's are read after
+             * the scores' barrier) */
+            const int want = PF ? (c == split ? 2 : 1) * 8 : 8;
+            const int i = PF && c > split ? tid + 8 : tid;
+            if (tid < want && (i < 8 || c + 1 < nch)) {
+                const int p = t0 + 16 * i; /* i >= 8: the next chunk's (t0 + 128 + 16 (i - 8)) */
+                long long off = -1;
+                if (p < Tmax) {
+                    const int b = a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size];
+                    off = ((long long)b * a.block_size + p % a.block_size) * (long long)slot + (long long)kvh * hd;
+                }
+                if (PF) (i < 8 ? pg : pg1)[i & 7] = off;
+                else pos_off[i] = off;
+            }
+        } else {
             const int p = t0 + tid; /* position p is thread tid's */
             if (tid < ATTN_CHUNK) {
                 const int b = p < n_cache ? a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size] : 0;
@@ -399,14 +450,22 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
                 pos_off[tid] = off;
             }
         }
-        __syncthreads();
+        if (!PF || c == split) __syncthreads(); /* PF: later chunks' offsets wait for the scores' barrier */
         /* FLINT_LAUNCH: Q and the cache (and the drafter block's K/V) come from the kernels
          * before; everything above overlapped the kernel before */
         pdl_wait();
 
         /* 2. K, then V, in flight together; on a group's first chunk its Q meanwhile; wait for
-         * K (and Q) only */
-        if (CAUSAL && !FUSED) { /* the split kernel in a causal build (no block rows) */
+         * K (and Q) only (PF: after the first chunk both are in flight already) */
+        if (PF) {
+            if (c == split) {
+                tc_load_page_tile(Ks, a.k_cache, pg, t0, Tmax, (int)slot);
+                tc_load_page_tile(Vs, a.v_cache, pg, t0, Tmax, (int)slot);
+            }
+        } else if (PAGED) {
+            tc_load_page_tile(Ks, a.k_cache, pos_off, t0, Tmax, (int)slot);
+            tc_load_page_tile(Vs, a.v_cache, pos_off, t0, Tmax, (int)slot);
+        } else if (CAUSAL && !FUSED) { /* the split kernel in a causal build (no block rows) */
             tc_load_kv(Ks, Vs, a.k_cache, a.v_cache, pos_off, hd, kst);
         } else {
             tc_load_tile(Ks, Kl, a.k_cache, a.blk_k, a.ld_blk, pos_off, kvh, hd, kst, bchunk, lo_base, lo_rows);
@@ -480,6 +539,10 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
             tc_quad_put(red_m, warp, j0, m0, m1, 1);
         }
         __syncthreads(); /* also: every warp is done reading K, so P may overwrite it */
+        if (PF) { /* the next chunk's K (an empty group after the last: the waits count groups) */
+            if (c + 1 < nch) tc_load_page_tile(Ks, a.k_cache, pg1, t0 + ATTN_CHUNK, Tmax, (int)slot);
+            else cp_async_commit();
+        }
 
         /* FUSED: the merge coefficients of slot tid (attn_merge_kernel's step for chunk c) */
         const int own = FUSED && tid < n_mt * 16 && t0 < tc_slot_T(js + tid, n_slots, gdiv, blk, p0, Tmax);
@@ -520,7 +583,8 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
             }
             tc_quad_put(red_l, warp, j0, l0, l1, 0);
         }
-        cp_async_wait0(); /* V */
+        if (PF) cp_async_wait1(); /* V (the next chunk's K may stay in flight) */
+        else cp_async_wait0();    /* V */
         __syncthreads();
         if (own) { /* the merged sum so far (a row may see its last position chunks before the group's last) */
             Lj = fmaf(tc_red_sum(red_l, tid), bej, __fmul_rn(Lj, alj));
@@ -589,6 +653,10 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
             }
         }
         __syncthreads(); /* the next chunk (or group) overwrites K/P, V, Q and the reductions */
+        if (PF) { /* the next chunk's V */
+            if (c + 1 < nch) tc_load_page_tile(Vs, a.v_cache, pg1, t0 + ATTN_CHUNK, Tmax, (int)slot);
+            else cp_async_commit();
+        }
     }
     if (FUSED && warp < (hd >> 4)) { /* out = bf16(o * (1 / L)), as the merge kernel */
         const int pb = warp; /* head_dim <= 128: one pair per warp */
@@ -621,7 +689,7 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
  * kernel's instructions at batch 1, ncu, session 18); the arithmetic on values is the same. BLK
  * (a constant): 0 compiles the kernel for causal launches only. */
 static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, const tc_args x, const int FUSED,
-                                                    const int HD, const int BLK) {
+                                                    const int HD, const int BLK, const int PF) {
     extern __shared__ uint4 tc_smem[];
     __shared__ float red_m[TC_WARPS][TC_NQ], red_l[TC_WARPS][TC_NQ]; /* per warp: max and sum of each slot */
     __shared__ long long pos_off[ATTN_CHUNK];
@@ -648,6 +716,11 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
     uint16_t *Ph = Ks, *Pl = Ks + (size_t)x.nq * TC_PST;
     uint16_t *Vs = Ks + (kv_elems > p_elems ? kv_elems : p_elems), *Vl = Vs + (size_t)ATTN_CHUNK * kst;
     uint16_t *Qh = Vs + kv_elems, *Ql = Qh + (size_t)x.nq * kst;
+    if (PF) { /* P in its own planes after Q, V right after K: the next chunk's K loads under P */
+        Vs = Ks + kv_elems;
+        Qh = Vs + kv_elems, Ql = Qh + (size_t)x.nq * kst;
+        Ph = Ql + (size_t)x.nq * kst, Pl = Ph + (size_t)x.nq * TC_PST;
+    }
 
     /* ---- the groups starting in this window ---- */
     if (!blk) {
@@ -738,31 +811,43 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
          * chunks (the fused kernel: batch 32-64, prefill); the split kernel's CTAs take one or two
          * chunks each, and there the specialised code was slower in the forward (ncu, batch 8,
          * session 23: 41.4 -> 44.0 us a layer at q 8, K/V from HBM), so it keeps the run-time count */
-#define TC_GROUP(NMT)                                                                                              \
-    tc_group(a, x, FUSED, hd, !BLK, blk, NMT, HD == 128, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, red_m, red_l, mg_ab, mg_L,   \
-             pos_off, kvh, split, r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, js)
-        if (!FUSED || BLK) TC_GROUP(n_mt); /* (block mode: the 4-tile copy spilled registers) */
-        else if (n_mt == 1) TC_GROUP(1);
-        else if (n_mt == 2) TC_GROUP(2);
-        else if (n_mt == 3) TC_GROUP(3);
-        else TC_GROUP(4);
+#define TC_GROUP(NMT, JS)                                                                                          \
+    tc_group(a, x, FUSED, hd, !BLK, blk, NMT, HD == 128, !BLK && HD == 128 && x.pg, PF, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, \
+             red_m, red_l, mg_ab, mg_L, pos_off, kvh, split, r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, JS)
+        if (PF) { /* planes sized by the rows-per-sequence hint: a longer group takes passes of x.nq / 16
+                   * tiles, each walking the chunks again */
+            for (int p_lo = 0; p_lo < n_mt; p_lo += x.nq >> 4) {
+                const int pn = min(n_mt - p_lo, x.nq >> 4);
+                if (pn == 1) TC_GROUP(1, js + 16 * p_lo);
+                else if (pn == 2) TC_GROUP(2, js + 16 * p_lo);
+                else if (pn == 3) TC_GROUP(3, js + 16 * p_lo);
+                else TC_GROUP(4, js + 16 * p_lo);
+            }
+            continue;
+        }
+        if (!FUSED || BLK) TC_GROUP(n_mt, js); /* (block mode: the 4-tile copy spilled registers) */
+        else if (n_mt == 1) TC_GROUP(1, js);
+        else if (n_mt == 2) TC_GROUP(2, js);
+        else if (n_mt == 3) TC_GROUP(3, js);
+        else TC_GROUP(4, js);
 #undef TC_GROUP
     }
 }
 
 /* The kernels: any head_dim (and mode), and head_dim 128 (the Qwen3 models) for causal launches
  * and for drafter blocks; each unfused (partials, then attn_merge_kernel) and fused. */
-#define TC_KERNEL(name, FUSED, HD, BLK)                                                                            \
+#define TC_KERNEL(name, FUSED, HD, BLK, PF)                                                                        \
     static __global__ void __launch_bounds__(TC_THREADS, 2) name(const flint_cuda_attn a, const tc_args x) {       \
         pdl_trigger(); /* a GEMM after this kernel may start streaming its weights */                              \
-        attn_tc_body(a, x, FUSED, HD, BLK); /* pdl_wait: inside, after the loads that need none */                 \
+        attn_tc_body(a, x, FUSED, HD, BLK, PF); /* pdl_wait: inside, after the loads that need none */             \
     }
-TC_KERNEL(attn_tc_kernel, 0, 0, 1)
-TC_KERNEL(attn_tc_fused_kernel, 1, 0, 1)
-TC_KERNEL(attn_tc_kernel_d128, 0, 128, 0)
-TC_KERNEL(attn_tc_fused_kernel_d128, 1, 128, 0)
-TC_KERNEL(attn_tc_blk_kernel_d128, 0, 128, 1)
-TC_KERNEL(attn_tc_blk_fused_kernel_d128, 1, 128, 1)
+TC_KERNEL(attn_tc_kernel, 0, 0, 1, 0)
+TC_KERNEL(attn_tc_fused_kernel, 1, 0, 1, 0)
+TC_KERNEL(attn_tc_kernel_d128, 0, 128, 0, 0)
+TC_KERNEL(attn_tc_fused_kernel_d128, 1, 128, 0, 0)
+TC_KERNEL(attn_tc_fused_pf_kernel_d128, 1, 128, 0, 1)
+TC_KERNEL(attn_tc_blk_kernel_d128, 0, 128, 1, 0)
+TC_KERNEL(attn_tc_blk_fused_kernel_d128, 1, 128, 1, 0)
 #undef TC_KERNEL
 
 /* Rows of the K and V lo planes for drafter blocks of B rows: the k16 steps a run of B positions
@@ -776,6 +861,12 @@ static int tc_lo_rows(int blk_rows, int hd) {
     if (hd != 128) return ATTN_CHUNK;
     const int steps = (blk_rows + 14) / 16 + 1;
     return 16 * (steps < ATTN_CHUNK / 16 ? steps : ATTN_CHUNK / 16);
+}
+
+/* Dynamic shared memory of attn_tc_fused_pf_kernel_d128 (causal, P in its own planes) for nq query slots. */
+static size_t tc_smem_pf_bytes(int hd, int nq) {
+    const size_t kst = (size_t)hd + 8;
+    return (size_t)2 * ATTN_CHUNK * kst * 2 + (size_t)2 * nq * kst * 2 + (size_t)2 * nq * TC_PST * 2;
 }
 
 /* Dynamic shared memory of attn_tc_kernel for nq query slots. */
@@ -1068,7 +1159,8 @@ static int attn_tc_allow_smem(int dev, size_t smem) {
     if (!done[dev]) {
         const void *k[] = {(const void *)attn_tc_kernel,          (const void *)attn_tc_fused_kernel,
                            (const void *)attn_tc_kernel_d128,     (const void *)attn_tc_fused_kernel_d128,
-                           (const void *)attn_tc_blk_kernel_d128, (const void *)attn_tc_blk_fused_kernel_d128};
+                           (const void *)attn_tc_blk_kernel_d128, (const void *)attn_tc_blk_fused_kernel_d128,
+                           (const void *)attn_tc_fused_pf_kernel_d128};
         int st = 0, v = 0;
         for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
             cudaFuncAttributes fa;
@@ -1138,7 +1230,8 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
             while (x.win > 1 && x.win / 2 >= a->rows_per_seq) x.win /= 2;
         const int windows = (a->n_rows + x.win - 1) / x.win;
         x.lo_rows = lo_rows;
-        const size_t smem = tc_smem_bytes(a->head_dim, lo_rows, x.nq);
+        x.pg = a->block_size % 16 == 0;
+        size_t smem = tc_smem_bytes(a->head_dim, lo_rows, x.nq);
         const long per_sm = attn_tc_allow_smem(dev, smem); /* CTAs resident on a multiprocessor */
         const long per_split = (long)a->n_kv_heads * windows, target = per_sm * n_sm;
         long ns = (target + per_split - 1) / per_split;
@@ -1174,7 +1267,25 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
                 x.ms *= 2;
         }
         const int d128 = a->head_dim == 128; /* the same arithmetic, compiled for the shape */
-        if (fused)
+        /* Fused causal launches at head_dim 128 with 16-position pages and a rows-per-sequence
+         * hint (the verify and decode steps of batches 32-64): Q and P planes sized by the hint,
+         * P in its own planes, and each chunk's K/V requested during the chunk before
+         * (attn_tc_fused_pf_kernel_d128), where two CTAs still fit a multiprocessor. A group longer
+         * than the hint takes passes over its chunks; the arithmetic is the same. */
+        int pf = 0;
+        if (fused && d128 && !blk && x.pg && a->rows_per_seq > 0) {
+            const int hr = a->rows_per_seq < 2 * x.u - 1 ? a->rows_per_seq : 2 * x.u - 1;
+            const int nq = (hr * G + 15) / 16 * 16;
+            const size_t smem_pf = tc_smem_pf_bytes(a->head_dim, nq);
+            if (smem_pf <= TC_SMEM_LIMIT && attn_tc_allow_smem(dev, smem_pf) >= per_sm) {
+                pf = 1;
+                x.nq = nq;
+                smem = smem_pf;
+            }
+        }
+        if (pf)
+            FLINT_LAUNCH(attn_tc_fused_pf_kernel_d128, dim3(a->n_kv_heads, windows, 1), TC_THREADS, smem, s, *a, x);
+        else if (fused)
             FLINT_LAUNCH(!d128 ? attn_tc_fused_kernel : blk ? attn_tc_blk_fused_kernel_d128 : attn_tc_fused_kernel_d128,
                          dim3(a->n_kv_heads, windows, 1), TC_THREADS, smem, s, *a, x);
         else {
