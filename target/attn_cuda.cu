@@ -146,7 +146,6 @@ typedef struct {
     int win;        /* rows per window, 1..TC_WIN (speed only: groups do not depend on it) */
     int q_vec;      /* q and ldq allow 16-byte loads */
     int lo_rows;    /* block mode: rows of the K and V lo planes (tc_lo_rows); 0 causal */
-    int pg;         /* pages hold a multiple of 16 positions: head_dim-128 causal CTAs take tc_load_page_tile */
     float scale;
 } tc_args;
 
@@ -277,7 +276,7 @@ static __device__ __forceinline__ void tc_load_kv(uint16_t *Ks, uint16_t *Vs, co
 }
 
 /* One tile (K or V) of a causal chunk at head_dim 128 when pages hold a multiple of 16 positions
- * (x.pg): positions 16 i .. 16 i + 15 of the chunk lie in one page, whose first position's
+ * (the PF kernel): positions 16 i .. 16 i + 15 of the chunk lie in one page, whose first position's
  * element offset pg_off[i] the prologue wrote, so thread tid copies the 16-byte piece tid % 16 of
  * position 16 i + tid / 16 from pg_off[i] + (tid / 16) slot, and zero-fills it (no read) at or
  * past Tmax; one commit group. Same bytes as tc_load_tile, with per piece an add and a compare
@@ -390,7 +389,7 @@ static __device__ __forceinline__ void tc_mma_k16(float acc[TC_MT][2][4], const 
  * not by HBM); the others with the run-time count. */
 static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const tc_args &x, const int FUSED,
                                                 const int hd, const int CAUSAL, const int blk, const int n_mt,
-                                                const int LOWIN, const int PAGED, const int PF,
+                                                const int LOWIN, const int PF,
                                                 uint16_t *Ks, uint16_t *Kl, uint16_t *Vs, uint16_t *Vl, uint16_t *Ph,
                                                 uint16_t *Pl, uint16_t *Qh, uint16_t *Ql, float (*red_m)[TC_NQ],
                                                 float (*red_l)[TC_NQ], float2 *mg_ab, float *mg_L, long long *pos_off,
@@ -422,12 +421,11 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
         const int lo_base = LOWIN && bchunk ? (max(n_cache - t0, 0) >> 4) << 4 : 0;
 
         /* 1. where each position's K/V row is (the block-table loads need no wait: the tables
-         * are uploaded before a forward's first kernel); PAGED: where each 16 positions' page is */
-        if (PAGED) {
-            /* PF: the first chunk's offsets and the next chunk's (the next chunk's are read after
-             * the scores' barrier) */
-            const int want = PF ? (c == split ? 2 : 1) * 8 : 8;
-            const int i = PF && c > split ? tid + 8 : tid;
+         * are uploaded before a forward's first kernel); PF: where each 16 positions' page is, for
+         * the first chunk and the next one (the next chunk's are read after the scores' barrier) */
+        if (PF) {
+            const int want = (c == split ? 2 : 1) * 8;
+            const int i = c > split ? tid + 8 : tid;
             if (tid < want && (i < 8 || c + 1 < nch)) {
                 const int p = t0 + 16 * i; /* i >= 8: the next chunk's (t0 + 128 + 16 (i - 8)) */
                 long long off = -1;
@@ -435,8 +433,7 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
                     const int b = a.block_tables[(size_t)seq * a.bt_stride + p / a.block_size];
                     off = ((long long)b * a.block_size + p % a.block_size) * (long long)slot + (long long)kvh * hd;
                 }
-                if (PF) (i < 8 ? pg : pg1)[i & 7] = off;
-                else pos_off[i] = off;
+                (i < 8 ? pg : pg1)[i & 7] = off;
             }
         } else {
             const int p = t0 + tid; /* position p is thread tid's */
@@ -462,9 +459,6 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
                 tc_load_page_tile(Ks, a.k_cache, pg, t0, Tmax, (int)slot);
                 tc_load_page_tile(Vs, a.v_cache, pg, t0, Tmax, (int)slot);
             }
-        } else if (PAGED) {
-            tc_load_page_tile(Ks, a.k_cache, pos_off, t0, Tmax, (int)slot);
-            tc_load_page_tile(Vs, a.v_cache, pos_off, t0, Tmax, (int)slot);
         } else if (CAUSAL && !FUSED) { /* the split kernel in a causal build (no block rows) */
             tc_load_kv(Ks, Vs, a.k_cache, a.v_cache, pos_off, hd, kst);
         } else {
@@ -812,8 +806,8 @@ static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, con
          * chunks each, and there the specialised code was slower in the forward (ncu, batch 8,
          * session 23: 41.4 -> 44.0 us a layer at q 8, K/V from HBM), so it keeps the run-time count */
 #define TC_GROUP(NMT, JS)                                                                                          \
-    tc_group(a, x, FUSED, hd, !BLK, blk, NMT, HD == 128, !BLK && HD == 128 && x.pg, PF, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, \
-             red_m, red_l, mg_ab, mg_L, pos_off, kvh, split, r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, JS)
+    tc_group(a, x, FUSED, hd, !BLK, blk, NMT, HD == 128, PF, Ks, Kl, Vs, Vl, Ph, Pl, Qh, Ql, red_m, red_l, mg_ab,    \
+             mg_L, pos_off, kvh, split, r0, seq, p0, n_cache, Tmax, blk0, nch, n_slots, JS)
         if (PF) { /* planes sized by the rows-per-sequence hint: a longer group takes passes of x.nq / 16
                    * tiles, each walking the chunks again */
             for (int p_lo = 0; p_lo < n_mt; p_lo += x.nq >> 4) {
@@ -1230,7 +1224,6 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
             while (x.win > 1 && x.win / 2 >= a->rows_per_seq) x.win /= 2;
         const int windows = (a->n_rows + x.win - 1) / x.win;
         x.lo_rows = lo_rows;
-        x.pg = a->block_size % 16 == 0;
         size_t smem = tc_smem_bytes(a->head_dim, lo_rows, x.nq);
         const long per_sm = attn_tc_allow_smem(dev, smem); /* CTAs resident on a multiprocessor */
         const long per_split = (long)a->n_kv_heads * windows, target = per_sm * n_sm;
@@ -1273,7 +1266,7 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
          * (attn_tc_fused_pf_kernel_d128), where two CTAs still fit a multiprocessor. A group longer
          * than the hint takes passes over its chunks; the arithmetic is the same. */
         int pf = 0;
-        if (fused && d128 && !blk && x.pg && a->rows_per_seq > 0) {
+        if (fused && d128 && !blk && a->block_size % 16 == 0 && a->rows_per_seq > 0) {
             const int hr = a->rows_per_seq < 2 * x.u - 1 ? a->rows_per_seq : 2 * x.u - 1;
             const int nq = (hr * G + 15) / 16 * 16;
             const size_t smem_pf = tc_smem_pf_bytes(a->head_dim, nq);
