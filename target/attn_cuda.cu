@@ -23,9 +23,10 @@
  *      p = 0 for the others; l = sum of p.
  *   3. O = P V: warp w takes 16-dim pairs w, w + 8, ... of head_dim, every slot; the k
  *      loop runs over the chunk's 128 positions in steps of 16.
- * The fused kernel at batches 32-64 (attn_tc_fused_pf_kernel_d128: a rows-per-sequence hint,
- * 16-position pages) gives P its own planes and requests chunk c + 1's K once chunk c's scores are
- * done and its V once chunk c's P V is done (lab, session 35: batch 64 verify 123 -> 114 us a layer).
+ * The fused kernel at batches 32-64 and in prefill (attn_tc_fused_pf_kernel_d128: a rows-per-
+ * sequence hint, 16-position pages) gives P its own planes and requests chunk c + 1's K once chunk
+ * c's scores are done and its V once chunk c's P V is done (lab, session 35: batch 64 verify 123 ->
+ * 114 us a layer, prefill of 1024 rows 139 -> 128).
  * (8 warps, not 4, since session 19: at batch 1 the CTAs are too few to fill the machine and
  * each warp's chain of dependent instructions set the time, ncu; halving each warp's share of a
  * chunk halves the chain. The sums' orders changed with it, the same for every launch.)
@@ -1261,7 +1262,8 @@ void flint_cuda_attention(const flint_cuda_attn *a, flint_cuda_stream s) {
         }
         const int d128 = a->head_dim == 128; /* the same arithmetic, compiled for the shape */
         /* Fused causal launches at head_dim 128 with 16-position pages and a rows-per-sequence
-         * hint (the verify and decode steps of batches 32-64): Q and P planes sized by the hint,
+         * hint (the verify and decode steps of batches 32-64, prefill: the forward caps the hint at
+         * 8 rows): Q and P planes sized by the hint,
          * P in its own planes, and each chunk's K/V requested during the chunk before
          * (attn_tc_fused_pf_kernel_d128), where two CTAs still fit a multiprocessor. A group longer
          * than the hint takes passes over its chunks; the arithmetic is the same. */
