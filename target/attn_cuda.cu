@@ -25,8 +25,8 @@
  *      loop runs over the chunk's 128 positions in steps of 16.
  * The fused kernel at batches 32-64 and in prefill (attn_tc_fused_pf_kernel_d128: a rows-per-
  * sequence hint, 16-position pages) gives P its own planes and requests chunk c + 1's K once chunk
- * c's scores are done and its V once chunk c's P V is done (lab, session 35: batch 64 verify 123 ->
- * 114 us a layer, prefill of 1024 rows 139 -> 128).
+ * c's scores are done and its V once chunk c's P V is done, waiting for that K at chunk c's end
+ * barrier (lab, session 35: batch 64 verify 123 -> 108 us a layer, prefill of 1024 rows 139 -> 127).
  * (8 warps, not 4, since session 19: at batch 1 the CTAs are too few to fill the machine and
  * each warp's chain of dependent instructions set the time, ncu; halving each warp's share of a
  * chunk halves the chain. The sums' orders changed with it, the same for every launch.)
@@ -496,8 +496,10 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
                 *(uint4 *)(Ql + j * kst + d) = l;
             }
         }
-        cp_async_wait1();
-        __syncthreads();
+        if (!PF || c == split) { /* PF: a later chunk's K was waited for at the end of the chunk before */
+            cp_async_wait1();
+            __syncthreads();
+        }
 
         /* 3. S = Q K^T for this warp's 16 positions */
         float acc[TC_MT][2][4];
@@ -647,6 +649,7 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
                 }
             }
         }
+        if (PF) cp_async_wait0(); /* the next chunk's K: one barrier both frees V and shows K */
         __syncthreads(); /* the next chunk (or group) overwrites K/P, V, Q and the reductions */
         if (PF) { /* the next chunk's V */
             if (c + 1 < nch) tc_load_page_tile(Vs, a.v_cache, pg1, t0 + ATTN_CHUNK, Tmax, (int)slot);
