@@ -1333,6 +1333,12 @@ int main(int argc, char **argv) {
         const int msz[] = {1, 64, 130};
         test_gemm_tc_variants_k(256, 1024, 1024, 256, 0, 4, msz, 3, 1);
         test_gemm_tc_variants_k(192, 1024, 1032, 197, 1, 2, msz, 3, 1);
+        /* several tiles a block (tss's persistent loop: 628 tiles on one block a
+         * multiprocessor, its ring and stash reused tile after tile), rows and outputs past the
+         * tiles, gap columns (ldy > N) untouched; stored and added */
+        const int msb[] = {512, 300};
+        test_gemm_tc_variants_k(20000, 256, 256, 20004, 0, 4, msb, 2, 0);
+        test_gemm_tc_variants_k(9000, 512, 520, 9001, 1, 4, msb, 2, 0);
         if (!quick) {
             test_gemm_tc_variants_k(1000, 4096, 4104, 1003, 1, 2, ms3, 3, 0);
             test_gemm_tc_variants_k(4096, 12288, 12288, 4096, 0, 4, ms5 + 3, 2, 0);
