@@ -1333,7 +1333,7 @@ int main(int argc, char **argv) {
         const int msz[] = {1, 64, 130};
         test_gemm_tc_variants_k(256, 1024, 1024, 256, 0, 4, msz, 3, 1);
         test_gemm_tc_variants_k(192, 1024, 1032, 197, 1, 2, msz, 3, 1);
-        /* several tiles a block (tss's persistent loop: 628 tiles on one block a
+        /* several tiles a block (tss's persistent loop: 284-628 tiles on one block a
          * multiprocessor, its ring and stash reused tile after tile), rows and outputs past the
          * tiles, gap columns (ldy > N) untouched; stored and added */
         const int msb[] = {512, 300};
