@@ -1109,6 +1109,7 @@ static const gemm_tc_variant tc_variants[] = {
     TSS_VARIANT(128, 1, 8, 1), TSS_VARIANT(128, 2, 4, 1), TSS_VARIANT(64, 1, 10, 1), TSS_VARIANT(64, 2, 5, 1),
     TSS_VARIANT(64, 1, 6, 2), TSS_VARIANT(64, 2, 3, 2),
     TC_VARIANT(1, 1, 4, 2), /* 30: x two steps ahead (TC_M1_P2) */
+    TSS_VARIANT(128, 2, 5, 1), TSS_VARIANT(64, 2, 8, 1), /* 31, 32: deeper rings (session 37) */
 };
 #define TC_N_VARIANTS ((int)(sizeof tc_variants / sizeof tc_variants[0]))
 #define TCB_128x128 13 /* TCB_VARIANT(2, 2, 4, 8, 4, 1) */
@@ -1116,7 +1117,8 @@ static const gemm_tc_variant tc_variants[] = {
 #define TCW_128 21    /* TCW_VARIANT(128, 2, 3, 2) */
 #define TCW_64 23     /* TCW_VARIANT(64, 2, 4, 2) */
 #define TSS_128 25    /* TSS_VARIANT(128, 2, 4, 1) */
-#define TSS_64 27     /* TSS_VARIANT(64, 2, 5, 1) */
+#define TSS_128_S5 31 /* TSS_VARIANT(128, 2, 5, 1) */
+#define TSS_64 32     /* TSS_VARIANT(64, 2, 8, 1) */
 #define TCW_64_S2 22  /* TCW_VARIANT(64, 4, 2, 2) */
 #define TSS_64_B2 28  /* TSS_VARIANT(64, 1, 6, 2) */
 #define TC_FALLBACK_LARGE 4 /* the register path for M > 64: where tcb variants go without the vector case */
@@ -1333,7 +1335,10 @@ void flint_cuda_gemm_init(void) {
     for (int i = 0; i < TC_N_VARIANTS; i++) /* a ring of one slot deadlocks: a slot is released a stage late */
         FLINT_ASSERT(!tc_variants[i].bm || tc_variants[i].st >= 2);
     FLINT_ASSERT(tc_variants[TSS_128].ss && tc_variants[TSS_128].bm == 128 && tc_variants[TSS_128].u == 2 &&
-                 tc_variants[TSS_64].ss && tc_variants[TSS_64].bm == 64 && tc_variants[TSS_64].u == 2);
+                 tc_variants[TSS_128].st == 4 && tc_variants[TSS_64].ss && tc_variants[TSS_64].bm == 64 &&
+                 tc_variants[TSS_64].u == 2 && tc_variants[TSS_64].st == 8);
+    FLINT_ASSERT(tc_variants[TSS_128_S5].ss && tc_variants[TSS_128_S5].bm == 128 && tc_variants[TSS_128_S5].u == 2 &&
+                 tc_variants[TSS_128_S5].st == 5);
     FLINT_ASSERT(tc_variants[TCW_64_S2].bm == 64 && !tc_variants[TCW_64_S2].ss && tc_variants[TCW_64_S2].u == 4 &&
                  tc_variants[TCW_64_S2].st == 2 && tc_variants[TCW_64_S2].minb == 2);
     FLINT_ASSERT(tc_variants[TSS_64_B2].ss && tc_variants[TSS_64_B2].bm == 64 && tc_variants[TSS_64_B2].u == 1 &&
@@ -1368,14 +1373,9 @@ static const gemm_tc_variant *gemm_tc_pick(int M, int N, int K) {
      * per GEMM), which the embedded pair's narrow layers (K 256 and 768) do not win back: its
      * forward at 64 rows 0.477 -> 0.459 ms, 512 rows 1.64 -> 1.54 with the block tiles (session 20).
      * The shared-memory-operand path (tss, session 28; lab M = 512: gate-up 285 -> 179 us, down
-     * 171 -> 89, LM head 1632 -> 1080) from 65 rows, with 64-row tiles for narrow layers at
-     * 129..256 rows (down at 256: 67 us against 81) and tcw kept for narrow layers up to 128 rows
-     * (down at 128: tcw 60, tss 65-78); at 33..64 rows tss (64-row tiles) for wide layers only
-     * (M = 64: gate-up 76 -> 65 us, LM head 377 -> 317; 4096 x 4096 21 against 25).
-     * Session 29 (lab, weights past L2): at 65..128 rows a layer of 4097..8192 outputs takes tss's
-     * 64-row tiles (qwen3-8b's QKV at 96 / 128 rows 33.1 / 33.6 -> 27.8 / 28.3 us). The 64-row tiles
-     * two blocks a multiprocessor (the lab tilings tss 128x64 b2) took the gate-up at 33..64 rows from 65-66 to 62-63
-     * us in the lab, but the forward at 64 rows (batch 8, q 8; batch 64, q 1) did not move then.
+     * 171 -> 89, LM head 1632 -> 1080) from 65 rows; at 33..64 rows for wide layers only (M = 64:
+     * gate-up 76 -> 65 us, LM head 377 -> 317; 4096 x 4096 21 against 25). Which tss tiling at
+     * which rows: session 37 below (docs/benchmarks.md has the earlier choices).
      * Session 33 (lab, M = 64): tcw with k128 stages, two of them, two blocks a multiprocessor
      * (TCW_64_S2) against TCW_64: 4096 x 4096 21.2 -> 18.3 us, 4096 x 12288 49.7 -> 39.3, 6144 x
      * 4096 21.9 both; in the forward, with tss's 64-row tiles two blocks a multiprocessor for the
@@ -1391,13 +1391,26 @@ static const gemm_tc_variant *gemm_tc_pick(int M, int N, int K) {
      * 4 K 7 9.01 -> 8.06. (A forward asks the down projection first whether it reads the scratch,
      * flint_cuda_gemm_xp, so a gate-up that could write it alone does not.) */
     if (g_wgmma && FLINT_TCW_BUILT && M > 16 && M <= 32 && K >= 1024) {
-        if (N > 8192) v = TSS_64_B2;
+        if (N > 8192) v = N > 32768 ? TSS_64 : TSS_64_B2;
         else if (K >= 8192 && K % 512 == 0) v = TCW_64_S2;
     }
+    /* Session 37: deeper rings. ncu at 512 rows put 17-31% of the tss kernels' stall samples on the
+     * consumers' wait for a full stage, i.e. the ring ran dry; the 64-row tiles with 8 stages of
+     * two k32 blocks (TSS_64, 229 KB) instead of 5 beat every other tiling at 65..128 rows (lab,
+     * weights past L2: gate-up 75.2 -> 66.5 us, down 61.3 -> 56.5, O 26.8 -> 23.6 at 128 rows),
+     * and the 128-row tiles with 5 stages (TSS_128_S5) win at 129..256 rows (gate-up at 192 rows
+     * 97.8 -> 90.9) but lose in the forward at 512 rows (b64 q 8 +0.5 ms, the 128-tile O and down
+     * +2.3 us each under ncu), so 257+ rows keep 4 stages. Forward, same call: batch 16 q 8
+     * 9.72 -> 9.02 ms, batch 32 q 8 11.95 -> 11.62, the speculative step at batch 16 K 7 12.48 ->
+     * 11.64-11.78 and batch 32 15.9-16.0 -> 15.4-15.5; batch 64 level. An LM head (N > 32768) at
+     * 17..64 rows takes TSS_64 too (lab at 32 / 64 rows 323 / 331 -> 305 / 312 us against
+     * TSS_64_B2; batch 8 q 8 6.551 -> 6.535 ms); the gate-up there stays on TSS_64_B2 (62 against
+     * 63 us). */
     if (g_wgmma && FLINT_TCW_BUILT && M > 32 && K >= 1024) {
-        if (M <= 64) v = N > 8192 ? TSS_64_B2 : K % 512 == 0 ? TCW_64_S2 : TCW_64;
-        else if (M <= 128) v = N <= 4096 ? TCW_128 : N <= 8192 ? TSS_64 : TSS_128;
-        else v = N <= 4096 && M <= 256 ? TSS_64 : TSS_128;
+        if (M <= 64) v = N > 32768 ? TSS_64 : N > 8192 ? TSS_64_B2 : K % 512 == 0 ? TCW_64_S2 : TCW_64;
+        else if (M <= 128) v = N <= 32768 ? TSS_64 : TSS_128_S5;
+        else if (M <= 256) v = N <= 4096 ? TSS_64 : TSS_128_S5;
+        else v = TSS_128;
     }
     return &tc_variants[v];
 }

@@ -248,7 +248,8 @@ typedef struct {
 #define TSS_KIND(bx, u, st, minb)                                                                                      \
     {bx, u, st, minb, gemm_tss_kernel<bx, u, st, 0, minb>, gemm_tss_kernel<bx, u, st, 1, minb>}
 static const tss_kind tss_kinds[] = {TSS_KIND(128, 1, 8, 1), TSS_KIND(128, 2, 4, 1), TSS_KIND(64, 1, 10, 1),
-                                     TSS_KIND(64, 2, 5, 1),  TSS_KIND(64, 2, 3, 2),  TSS_KIND(64, 1, 6, 2)};
+                                     TSS_KIND(64, 2, 5, 1),  TSS_KIND(64, 2, 3, 2),  TSS_KIND(64, 1, 6, 2),
+                                     TSS_KIND(128, 2, 5, 1), TSS_KIND(64, 2, 8, 1)};
 #define TSS_N_KINDS ((int)(sizeof tss_kinds / sizeof tss_kinds[0]))
 
 static const tss_kind *tss_find(int bx, int u, int st, int minb) {
