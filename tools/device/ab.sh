@@ -46,7 +46,7 @@ for r in $(seq 1 "$ROUNDS"); do
             timeout 300 "$bin" bench --device "$DEV" --load-format dummy --model-shape qwen3-8b \
                 --speculative-config '{"model": "/tmp/d8b", "num_speculative_tokens": 7}' --synthetic-acceptance 3.41 \
                 --batch-sizes "${AB_SPEC_BATCHES:-1,8}" --draft-lengths 7 --context 1024 --warmup 3 --steps 20 --profile "${ML[@]}" 2>&1 |
-                grep -A12 'step profile' | rows | awk -v b="$b" -v r="$r" \
+                sed -n '/step profile/,/host us per step/p' | rows | awk -v b="$b" -v r="$r" \
                 '$2 == 7 {printf "spec8b  %-12s round %s  batch %3s K 7  step %s  draft %s  verify %s ms\n", b, r, $1, $3, $4, $5}'
         fi
     done
