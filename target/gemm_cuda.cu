@@ -1114,7 +1114,6 @@ static const gemm_tc_variant tc_variants[] = {
 #define TC_N_VARIANTS ((int)(sizeof tc_variants / sizeof tc_variants[0]))
 #define TCB_128x128 13 /* TCB_VARIANT(2, 2, 4, 8, 4, 1) */
 #define TCB_128x64 17  /* TCB_VARIANT(2, 2, 4, 4, 4, 1) */
-#define TCW_128 21    /* TCW_VARIANT(128, 2, 3, 2) */
 #define TCW_64 23     /* TCW_VARIANT(64, 2, 4, 2) */
 #define TSS_128 25    /* TSS_VARIANT(128, 2, 4, 1) */
 #define TSS_128_S5 31 /* TSS_VARIANT(128, 2, 5, 1) */
@@ -1330,8 +1329,7 @@ void flint_cuda_gemm_init(void) {
                  tc_variants[TC_M1_U8].px == 1);
     FLINT_ASSERT(tc_variants[TC_M1_P2].mt == 1 && tc_variants[TC_M1_P2].nt == 1 && tc_variants[TC_M1_P2].u == 4 &&
                  tc_variants[TC_M1_P2].px == 2);
-    FLINT_ASSERT(tc_variants[TCW_128].bm == 128 && tc_variants[TCW_128].u == 2 && tc_variants[TCW_128].minb == 2 &&
-                 tc_variants[TCW_64].bm == 64 && tc_variants[TCW_64].u == 2 && tc_variants[TCW_64].minb == 2);
+    FLINT_ASSERT(tc_variants[TCW_64].bm == 64 && tc_variants[TCW_64].u == 2 && tc_variants[TCW_64].minb == 2);
     for (int i = 0; i < TC_N_VARIANTS; i++) /* a ring of one slot deadlocks: a slot is released a stage late */
         FLINT_ASSERT(!tc_variants[i].bm || tc_variants[i].st >= 2);
     FLINT_ASSERT(tc_variants[TSS_128].ss && tc_variants[TSS_128].bm == 128 && tc_variants[TSS_128].u == 2 &&
