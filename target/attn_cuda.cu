@@ -297,6 +297,18 @@ static __device__ __forceinline__ void tc_load_page_tile(uint16_t *dst, const ui
     cp_async_commit();
 }
 
+/* e^x for the softmax and the merges: ex2.approx(x log2 e), two instructions where expf takes eight
+ * (its range reduction: session 38's SASS read of the fused kernel, 16 of them a lane and chunk in
+ * the softmax's chain). Within ~2^-21 relative of e^x for the |x| < 100 that scores minus a
+ * running max take (fp32-level, far inside the outputs' bf16 rounding), +0 at -inf. Every kernel
+ * that makes or combines partials (chunk, split, fused, merge) takes this same function, so the
+ * paths agree bit for bit as before; the CPU reference keeps expf (the tests' tolerance). */
+static __device__ __forceinline__ float attn_exp(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fmul_rn(x, 1.44269504088896341f)));
+    return y;
+}
+
 /* j / G for a slot j < 1024 and G <= 16 (gdiv = ceil(2^16 / G): exact in that range, checked
  * exhaustively), without the integer division's ~20 instructions */
 static __device__ __forceinline__ int tc_div(int j, int gdiv) { return (j * gdiv) >> 16; }
@@ -546,7 +558,7 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
         if (own) {
             const float m = tc_red_max(red_m, tid);
             const float Mn = fmaxf(Mj, m);
-            alj = expf(__fsub_rn(Mj, Mn)), bej = expf(__fsub_rn(m, Mn));
+            alj = attn_exp(__fsub_rn(Mj, Mn)), bej = attn_exp(__fsub_rn(m, Mn));
             Mj = Mn;
             mg_ab[tid] = make_float2(alj, bej);
         }
@@ -563,10 +575,10 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
 #pragma unroll
             for (int nt = 0; nt < 2; nt++) {
                 const int p = pw + 8 * nt;
-                const float a0 = p < T0 ? expf(__fsub_rn(acc[mt][nt][0], M0)) : 0.0f;
-                const float a1 = p + 1 < T0 ? expf(__fsub_rn(acc[mt][nt][1], M0)) : 0.0f;
-                const float b0 = p < T1 ? expf(__fsub_rn(acc[mt][nt][2], M1)) : 0.0f;
-                const float b1 = p + 1 < T1 ? expf(__fsub_rn(acc[mt][nt][3], M1)) : 0.0f;
+                const float a0 = p < T0 ? attn_exp(__fsub_rn(acc[mt][nt][0], M0)) : 0.0f;
+                const float a1 = p + 1 < T0 ? attn_exp(__fsub_rn(acc[mt][nt][1], M0)) : 0.0f;
+                const float b0 = p < T1 ? attn_exp(__fsub_rn(acc[mt][nt][2], M1)) : 0.0f;
+                const float b1 = p + 1 < T1 ? attn_exp(__fsub_rn(acc[mt][nt][3], M1)) : 0.0f;
                 l0 = __fadd_rn(__fadd_rn(l0, a0), a1);
                 l1 = __fadd_rn(__fadd_rn(l1, b0), b1);
                 const int col = warp * 16 + 8 * nt + 2 * t;
@@ -963,7 +975,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_chunk_kernel(const f
         m = warp_max(m);
         float l = 0.0f;
         for (int t = lane; t < len; t += 32) {
-            const float e = expf(__fsub_rn(p[t], m));
+            const float e = attn_exp(__fsub_rn(p[t], m));
             p[t] = e;
             l = __fadd_rn(l, e);
         }
@@ -1061,8 +1073,8 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_merge_kernel(const f
             float prev = __shfl_up_sync(0xffffffffu, pm, 1);
             if (lane == 0) prev = carry;
             if (lane < n) {
-                al_s[lane] = expf(__fsub_rn(prev, pm));
-                be_s[lane] = expf(__fsub_rn(m, pm));
+                al_s[lane] = attn_exp(__fsub_rn(prev, pm));
+                be_s[lane] = attn_exp(__fsub_rn(m, pm));
             }
             const float last = __shfl_sync(0xffffffffu, pm, n - 1);
             __syncwarp();
