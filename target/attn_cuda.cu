@@ -313,15 +313,16 @@ static __device__ __forceinline__ float attn_exp(float x) {
  * exhaustively), without the integer division's ~20 instructions */
 static __device__ __forceinline__ int tc_div(int j, int gdiv) { return (j * gdiv) >> 16; }
 
-/* Slot j's max and sum over the warps' values: the max is exact in any order, the sum is
- * ((w0 + w1) + (w2 + w3)) + ((w4 + w5) + (w6 + w7)). */
-static __device__ __forceinline__ float tc_red_max(const float (*red)[TC_NQ], int j) {
-    return fmaxf(fmaxf(fmaxf(red[0][j], red[1][j]), fmaxf(red[2][j], red[3][j])),
-                 fmaxf(fmaxf(red[4][j], red[5][j]), fmaxf(red[6][j], red[7][j])));
+/* Slot j's max and sum over the warps' values (red[slot][warp]: two 16-byte loads a slot, not
+ * eight): the max is exact in any order, the sum is ((w0 + w1) + (w2 + w3)) + ((w4 + w5) + (w6 + w7)). */
+static __device__ __forceinline__ float tc_red_max(const float (*red)[TC_WARPS], int j) {
+    const float4 u = *(const float4 *)&red[j][0], v = *(const float4 *)&red[j][4];
+    return fmaxf(fmaxf(fmaxf(u.x, u.y), fmaxf(u.z, u.w)), fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
 }
-static __device__ __forceinline__ float tc_red_sum(const float (*red)[TC_NQ], int j) {
-    return __fadd_rn(__fadd_rn(__fadd_rn(red[0][j], red[1][j]), __fadd_rn(red[2][j], red[3][j])),
-                     __fadd_rn(__fadd_rn(red[4][j], red[5][j]), __fadd_rn(red[6][j], red[7][j])));
+static __device__ __forceinline__ float tc_red_sum(const float (*red)[TC_WARPS], int j) {
+    const float4 u = *(const float4 *)&red[j][0], v = *(const float4 *)&red[j][4];
+    return __fadd_rn(__fadd_rn(__fadd_rn(u.x, u.y), __fadd_rn(u.z, u.w)),
+                     __fadd_rn(__fadd_rn(v.x, v.y), __fadd_rn(v.z, v.w)));
 }
 
 /* The positions a slot's row sees: causal, row i of the group sees p0 + i + 1; block mode, all
@@ -331,8 +332,8 @@ static __device__ __forceinline__ int tc_slot_T(int j, int n_slots, int gdiv, in
 }
 
 /* The max (MAX) or sum of v0 (slot j0) and of v1 (slot j0 + 8) over a quad's 4 lanes (xor 1,
- * then xor 2) into the warp's row of red. */
-static __device__ __forceinline__ void tc_quad_put(float (*red)[TC_NQ], int warp, int j0, float v0, float v1,
+ * then xor 2) into the warp's column of red. */
+static __device__ __forceinline__ void tc_quad_put(float (*red)[TC_WARPS], int warp, int j0, float v0, float v1,
                                                    const int MAX) {
 #pragma unroll
     for (int m = 1; m <= 2; m <<= 1) {
@@ -341,8 +342,8 @@ static __device__ __forceinline__ void tc_quad_put(float (*red)[TC_NQ], int warp
         v1 = MAX ? fmaxf(v1, u1) : __fadd_rn(v1, u1);
     }
     if ((threadIdx.x & 3) == 0) {
-        red[warp][j0] = v0;
-        red[warp][j0 + 8] = v1;
+        red[j0][warp] = v0;
+        red[j0 + 8][warp] = v1;
     }
 }
 
@@ -395,6 +396,74 @@ static __device__ __forceinline__ void tc_mma_k16(float acc[TC_MT][2][4], const 
     }
 }
 
+/* Step 4 of a chunk (tc_group): scale the scores, then each slot's max over this warp's positions
+ * into red_m. Lane positions pw + 8 nt + e; a slot sees positions below its T. FULL: every slot
+ * sees all of them (no compares: the same values). */
+template <int FULL>
+static __device__ __forceinline__ void tc_softmax_max(float acc[TC_MT][2][4], float (*red_m)[TC_WARPS], float scale,
+                                                      const int n_mt, int js, int n_slots, int gdiv, int blk, int p0,
+                                                      int Tmax, int pw) {
+    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+    for (int mt = 0; mt < TC_MT; mt++) {
+        if (mt >= n_mt) break;
+        const int j0 = mt * 16 + g, j1 = j0 + 8;
+        const int T0 = FULL ? 0 : tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
+        const int T1 = FULL ? 0 : tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
+        float m0 = -INFINITY, m1 = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int p = pw + 8 * nt + e;
+                const float s0 = __fmul_rn(acc[mt][nt][e], scale), s1 = __fmul_rn(acc[mt][nt][2 + e], scale);
+                acc[mt][nt][e] = s0;
+                acc[mt][nt][2 + e] = s1;
+                if (FULL || p < T0) m0 = fmaxf(m0, s0);
+                if (FULL || p < T1) m1 = fmaxf(m1, s1);
+            }
+        tc_quad_put(red_m, warp, j0, m0, m1, 1);
+    }
+}
+
+/* Step 5: p = e^(s - m) (0 where not seen), each slot's sum over this warp's positions into
+ * red_l, and P as hi/lo bf16 into shared memory. FULL as above. */
+template <int FULL>
+static __device__ __forceinline__ void tc_softmax_p(const float acc[TC_MT][2][4], const float (*red_m)[TC_WARPS],
+                                                    float (*red_l)[TC_WARPS], uint16_t *Ph, uint16_t *Pl,
+                                                    const int n_mt, int js, int n_slots, int gdiv, int blk, int p0,
+                                                    int Tmax, int pw) {
+    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+    for (int mt = 0; mt < TC_MT; mt++) {
+        if (mt >= n_mt) break;
+        const int j0 = mt * 16 + g, j1 = j0 + 8;
+        const int T0 = FULL ? 0 : tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
+        const int T1 = FULL ? 0 : tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
+        const float M0 = tc_red_max(red_m, j0), M1 = tc_red_max(red_m, j1);
+        float l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+            const int p = pw + 8 * nt;
+            const float a0 = FULL || p < T0 ? attn_exp(__fsub_rn(acc[mt][nt][0], M0)) : 0.0f;
+            const float a1 = FULL || p + 1 < T0 ? attn_exp(__fsub_rn(acc[mt][nt][1], M0)) : 0.0f;
+            const float b0 = FULL || p < T1 ? attn_exp(__fsub_rn(acc[mt][nt][2], M1)) : 0.0f;
+            const float b1 = FULL || p + 1 < T1 ? attn_exp(__fsub_rn(acc[mt][nt][3], M1)) : 0.0f;
+            l0 = __fadd_rn(__fadd_rn(l0, a0), a1);
+            l1 = __fadd_rn(__fadd_rn(l1, b0), b1);
+            const int col = warp * 16 + 8 * nt + 2 * t;
+            uint32_t h, l;
+            split_pair(a0, a1, &h, &l);
+            *(uint32_t *)(Ph + j0 * TC_PST + col) = h;
+            *(uint32_t *)(Pl + j0 * TC_PST + col) = l;
+            split_pair(b0, b1, &h, &l);
+            *(uint32_t *)(Ph + j1 * TC_PST + col) = h;
+            *(uint32_t *)(Pl + j1 * TC_PST + col) = l;
+        }
+        tc_quad_put(red_l, warp, j0, l0, l1, 0);
+    }
+}
+
 /* One group's chunks (this CTA's share: c = split, split + ns, ..; its m tiles js / 16 ..). The
  * fused causal kernel calls it with n_mt a constant, so the m-tile loops unroll without their
  * run-time exits (ncu, session 23: the bound checks, branches and index arithmetic were ~80% of
@@ -404,8 +473,8 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
                                                 const int hd, const int CAUSAL, const int blk, const int n_mt,
                                                 const int LOWIN, const int PF,
                                                 uint16_t *Ks, uint16_t *Kl, uint16_t *Vs, uint16_t *Vl, uint16_t *Ph,
-                                                uint16_t *Pl, uint16_t *Qh, uint16_t *Ql, float (*red_m)[TC_NQ],
-                                                float (*red_l)[TC_NQ], float2 *mg_ab, float *mg_L, long long *pos_off,
+                                                uint16_t *Pl, uint16_t *Qh, uint16_t *Ql, float (*red_m)[TC_WARPS],
+                                                float (*red_l)[TC_WARPS], float2 *mg_ab, float *mg_L, long long *pos_off,
                                                 int kvh, int split, int r0, int seq, int p0, int n_cache, int Tmax,
                                                 int blk0, int nch, int n_slots, int js) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -527,26 +596,14 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
 
         /* 4. scale, mask, the max of each slot over this warp's positions, then over warps */
         const int pw = t0 + warp * 16 + 2 * t; /* this lane's positions: pw + 8 nt + e */
-#pragma unroll
-        for (int mt = 0; mt < TC_MT; mt++) {
-            if (mt >= n_mt) break;
-            const int j0 = mt * 16 + g, j1 = j0 + 8;
-            const int T0 = tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
-            const int T1 = tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
-            float m0 = -INFINITY, m1 = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int p = pw + 8 * nt + e;
-                    const float s0 = __fmul_rn(acc[mt][nt][e], x.scale), s1 = __fmul_rn(acc[mt][nt][2 + e], x.scale);
-                    acc[mt][nt][e] = s0;
-                    acc[mt][nt][2 + e] = s1;
-                    if (p < T0) m0 = fmaxf(m0, s0);
-                    if (p < T1) m1 = fmaxf(m1, s1);
-                }
-            tc_quad_put(red_m, warp, j0, m0, m1, 1);
-        }
+        /* full: every slot of the CTA's tiles sees every position of the chunk (a cache chunk
+         * before the group's first row, or a block's): the same values without the mask's
+         * compares. The fused kernels only (session 38, H200: lab verify b64 101.3 -> 99.0 us,
+         * b64 q 8 20.45 -> 20.30 ms); in the split kernel the second copy cost batch 1 q 1
+         * 4.238 -> 4.254 ms. */
+        const int full = js + n_mt * 16 <= n_slots && tc_slot_T(js, n_slots, gdiv, blk, p0, Tmax) >= t0 + ATTN_CHUNK;
+        if (FUSED && full) tc_softmax_max<1>(acc, red_m, x.scale, n_mt, js, n_slots, gdiv, blk, p0, Tmax, pw);
+        else tc_softmax_max<0>(acc, red_m, x.scale, n_mt, js, n_slots, gdiv, blk, p0, Tmax, pw);
         __syncthreads(); /* also: every warp is done reading K, so P may overwrite it */
         if (PF) { /* the next chunk's K (an empty group after the last: the waits count groups) */
             if (c + 1 < nch) tc_load_page_tile(Ks, a.k_cache, pg1, t0 + ATTN_CHUNK, Tmax, (int)slot);
@@ -564,34 +621,8 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
         }
 
         /* 5. p = e^(s - m) (0 where not seen), l, and P as hi/lo bf16 into shared memory */
-#pragma unroll
-        for (int mt = 0; mt < TC_MT; mt++) {
-            if (mt >= n_mt) break;
-            const int j0 = mt * 16 + g, j1 = j0 + 8;
-            const int T0 = tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
-            const int T1 = tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
-            const float M0 = tc_red_max(red_m, j0), M1 = tc_red_max(red_m, j1);
-            float l0 = 0.0f, l1 = 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
-                const int p = pw + 8 * nt;
-                const float a0 = p < T0 ? attn_exp(__fsub_rn(acc[mt][nt][0], M0)) : 0.0f;
-                const float a1 = p + 1 < T0 ? attn_exp(__fsub_rn(acc[mt][nt][1], M0)) : 0.0f;
-                const float b0 = p < T1 ? attn_exp(__fsub_rn(acc[mt][nt][2], M1)) : 0.0f;
-                const float b1 = p + 1 < T1 ? attn_exp(__fsub_rn(acc[mt][nt][3], M1)) : 0.0f;
-                l0 = __fadd_rn(__fadd_rn(l0, a0), a1);
-                l1 = __fadd_rn(__fadd_rn(l1, b0), b1);
-                const int col = warp * 16 + 8 * nt + 2 * t;
-                uint32_t h, l;
-                split_pair(a0, a1, &h, &l);
-                *(uint32_t *)(Ph + j0 * TC_PST + col) = h;
-                *(uint32_t *)(Pl + j0 * TC_PST + col) = l;
-                split_pair(b0, b1, &h, &l);
-                *(uint32_t *)(Ph + j1 * TC_PST + col) = h;
-                *(uint32_t *)(Pl + j1 * TC_PST + col) = l;
-            }
-            tc_quad_put(red_l, warp, j0, l0, l1, 0);
-        }
+        if (FUSED && full) tc_softmax_p<1>(acc, red_m, red_l, Ph, Pl, n_mt, js, n_slots, gdiv, blk, p0, Tmax, pw);
+        else tc_softmax_p<0>(acc, red_m, red_l, Ph, Pl, n_mt, js, n_slots, gdiv, blk, p0, Tmax, pw);
         if (PF) cp_async_wait1(); /* V (the next chunk's K may stay in flight) */
         else cp_async_wait0();    /* V */
         __syncthreads();
@@ -701,7 +732,7 @@ static __device__ __forceinline__ void tc_group(const flint_cuda_attn &a, const 
 static __device__ __forceinline__ void attn_tc_body(const flint_cuda_attn a, const tc_args x, const int FUSED,
                                                     const int HD, const int BLK, const int PF) {
     extern __shared__ uint4 tc_smem[];
-    __shared__ float red_m[TC_WARPS][TC_NQ], red_l[TC_WARPS][TC_NQ]; /* per warp: max and sum of each slot */
+    __shared__ __align__(16) float red_m[TC_NQ][TC_WARPS], red_l[TC_NQ][TC_WARPS]; /* each slot's max and sum per warp */
     __shared__ long long pos_off[ATTN_CHUNK];
     __shared__ float2 mg_ab[TC_NQ]; /* FUSED: each slot's merge coefficients for the chunk */
     __shared__ float mg_L[TC_NQ];   /* FUSED: each slot's merged sum after its latest chunk */
