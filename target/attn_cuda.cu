@@ -20,7 +20,8 @@
  *      the k loop runs over head_dim in steps of 16.
  *   2. softmax inside the chunk: s = S * scale; positions a slot's row does not see (causal mask,
  *      or past the end of its context) are dropped: m = max over the seen ones, p = e^(s - m),
- *      p = 0 for the others; l = sum of p.
+ *      p = 0 for the others; l = sum of p. (e^x here and in the merges: attn_exp, ex2.approx of
+ *      x log2 e, the same in every kernel; the fused kernels skip the mask on chunks every slot sees.)
  *   3. O = P V: warp w takes 16-dim pairs w, w + 8, ... of head_dim, every slot; the k
  *      loop runs over the chunk's 128 positions in steps of 16.
  * The fused kernel at batches 32-64 and in prefill (attn_tc_fused_pf_kernel_d128: a rows-per-
