@@ -397,6 +397,11 @@ static __device__ __forceinline__ void tc_mma_k16(float acc[TC_MT][2][4], const 
     }
 }
 
+/* a slot's T where the chunk is not seen whole (FULL: unused) */
+static __device__ __forceinline__ int tc_full_T(const int FULL, int j, int n_slots, int gdiv, int blk, int p0, int Tmax) {
+    return FULL ? 0 : tc_slot_T(j, n_slots, gdiv, blk, p0, Tmax);
+}
+
 /* Step 4 of a chunk (tc_group): scale the scores, then each slot's max over this warp's positions
  * into red_m. Lane positions pw + 8 nt + e; a slot sees positions below its T. FULL: every slot
  * sees all of them (no compares: the same values). */
@@ -409,8 +414,8 @@ static __device__ __forceinline__ void tc_softmax_max(float acc[TC_MT][2][4], fl
     for (int mt = 0; mt < TC_MT; mt++) {
         if (mt >= n_mt) break;
         const int j0 = mt * 16 + g, j1 = j0 + 8;
-        const int T0 = FULL ? 0 : tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
-        const int T1 = FULL ? 0 : tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
+        const int T0 = tc_full_T(FULL, js + j0, n_slots, gdiv, blk, p0, Tmax);
+        const int T1 = tc_full_T(FULL, js + j1, n_slots, gdiv, blk, p0, Tmax);
         float m0 = -INFINITY, m1 = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < 2; nt++)
@@ -439,9 +444,9 @@ static __device__ __forceinline__ void tc_softmax_p(const float acc[TC_MT][2][4]
     for (int mt = 0; mt < TC_MT; mt++) {
         if (mt >= n_mt) break;
         const int j0 = mt * 16 + g, j1 = j0 + 8;
-        const int T0 = FULL ? 0 : tc_slot_T(js + j0, n_slots, gdiv, blk, p0, Tmax);
-        const int T1 = FULL ? 0 : tc_slot_T(js + j1, n_slots, gdiv, blk, p0, Tmax);
-        const float M0 = tc_red_max(red_m, j0), M1 = tc_red_max(red_m, j1);
+        const float M0 = tc_red_max(red_m, j0), M1 = tc_red_max(red_m, j1); /* loads first: the chain */
+        const int T0 = tc_full_T(FULL, js + j0, n_slots, gdiv, blk, p0, Tmax);
+        const int T1 = tc_full_T(FULL, js + j1, n_slots, gdiv, blk, p0, Tmax);
         float l0 = 0.0f, l1 = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < 2; nt++) {
