@@ -300,9 +300,10 @@ static __device__ __forceinline__ void tc_load_page_tile(uint16_t *dst, const ui
 
 /* e^x for the softmax and the merges: ex2.approx(x log2 e), two instructions where expf takes eight
  * (its range reduction: session 38's SASS read of the fused kernel, 16 of them a lane and chunk in
- * the softmax's chain). Within ~2^-21 relative of e^x for the |x| < 100 that scores minus a
- * running max take (fp32-level, far inside the outputs' bf16 rounding), +0 at -inf. Every kernel
- * that makes or combines partials (chunk, split, fused, merge) takes this same function, so the
+ * the softmax's chain). x <= 0 here (scores minus a running max): relative error about |x| 2^-24
+ * (x log2 e rounded) + 2^-22 (ex2.approx), so below ~2^-21 absolute (e^x |x| <= 1/e), far inside
+ * the outputs' bf16 rounding; +0 at -inf and below about -87 (ftz). Every kernel that makes or
+ * combines partials (chunk, split, fused, merge) takes this same function, so the
  * paths agree bit for bit as before; the CPU reference keeps expf (the tests' tolerance). */
 static __device__ __forceinline__ float attn_exp(float x) {
     float y;
