@@ -160,13 +160,14 @@ static double time_attention(flint_cuda_attn *a, const int32_t *dseq, int sets, 
 }
 
 /* Attention at qwen3-8b's shape (32 q heads, 8 KV heads, d 128, paged blocks of 16 at shuffled
- * places), one layer: batch x q rows at contexts 1024 and 4096 (decode q = 1; verify q = 8, the 8
- * rows consecutive in one sequence), then a prefill run of one sequence. The floor counts the K/V
- * of the batch once (each sequence's K + V, bf16) at 4.3 TB/s; launches rotate over the 64
- * sequences so that a small batch's K/V is not still in L2 (batch 64 at 1024 is 268 MB). */
+ * places), one layer: batch x q rows at contexts 1024, 1032 and 4096 (decode q = 1; verify q = 8,
+ * the 8 rows consecutive in one sequence, the last at ctx - 1; 1032 is what `flint bench
+ * --context 1024` verifies, a ninth chunk of 8 positions), then a prefill run of one sequence. The
+ * floor counts the K/V of the batch once (each sequence's K + V, bf16) at 4.3 TB/s; launches rotate
+ * over the 64 sequences so that a small batch's K/V is not still in L2 (batch 64 at 1024 is 268 MB). */
 void lab_attention(void) {
     const int n_heads = 32, n_kv = 8, hd = 128, bs = 16, reps = 20, max_b = 64, max_ctx = 4096, max_rows = 512;
-    const int ctxs[] = {1024, 4096}, batches[] = {1, 8, 32, 64}, qs[] = {1, 8}, prefills[] = {1024, 4096};
+    const int ctxs[] = {1024, 1032, 4096}, batches[] = {1, 8, 32, 64}, qs[] = {1, 8}, prefills[] = {1024, 4096};
     printf("\nattention lab: qwen3-8b layer (32/8 heads, d 128), paged bs %d; floor = K+V bytes / 4.3 TB/s\n", bs);
     printf("%-8s %6s %4s %6s %6s %11s %8s %8s %11s\n", "case", "batch", "q", "rows", "ctx", "us/layer", "GB/s", "x floor",
            "no hint us");
@@ -218,7 +219,7 @@ void lab_attention(void) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    for (int ci = 0; ci < 2; ci++)
+    for (int ci = 0; ci < 3; ci++)
         for (int bi = 0; bi < 4; bi++)
             for (int qi = 0; qi < 2; qi++) {
                 const int ctx = ctxs[ci], B = batches[bi], Q = qs[qi], R = B * Q, sets = max_b / B;
