@@ -38,7 +38,11 @@
 #include "target/wgmma.cuh"
 
 #define TSS_THREADS 288
-#define TSS_QG 2 /* q steps (8 x rows each) whose residual loads go out together in the epilogue */
+/* q steps (8 x rows each) whose residual loads go out together in the epilogue, as registers
+ * allow: all 8 of BX 64's with one block a multiprocessor (132 of the 168 a thread may have at
+ * 9 warps, three a sub-partition); 2 for BX 128, whose two sets nearly fill them (168; 4 or 8
+ * spilled 384 / 160 bytes), and with two blocks a multiprocessor (112) */
+#define TSS_QG(BX, MINB) ((MINB) == 1 && (BX) == 64 ? 8 : 2)
 
 #if TCW_HAVE
 /* add = 0: D = A B (scale-d false: the chain's first MMA; D's old registers are not read) */
@@ -185,21 +189,21 @@ static __global__ void __launch_bounds__(TSS_THREADS, MINB)
          * W row 16 tr + g + 8 (e >> 1) of the tile. (Zeroing the sets, or writing sums into them,
          * made ptxas serialise every wgmma: C7515.) */
 #pragma unroll
-        for (int q0 = 0; q0 < BX / 8; q0 += TSS_QG) {
+        for (int q0 = 0; q0 < BX / 8; q0 += TSS_QG(BX, MINB)) {
             /* the residual's values of TSS_QG q steps, loaded before any of their stores: y's
              * stores may alias its loads, so a load after a store waits for it, and 64 such round
              * trips a thread doubled the O projection's time at 512 rows (ncu, session 29) */
-            float old[TSS_QG][4];
+            float old[TSS_QG(BX, MINB)][4];
             if (!GLU && accumulate)
 #pragma unroll
-                for (int qq = 0; qq < TSS_QG; qq++)
+                for (int qq = 0; qq < TSS_QG(BX, MINB); qq++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int m = m0 + 8 * (q0 + qq) + 2 * t + (e & 1), n = n0 + 16 * tr + g + 8 * (e >> 1);
                         old[qq][e] = m < M && n < N ? y[(size_t)m * ldy + n] : 0.0f;
                     }
 #pragma unroll
-            for (int qq = 0; qq < TSS_QG; qq++) {
+            for (int qq = 0; qq < TSS_QG(BX, MINB); qq++) {
                 const int q = q0 + qq;
                 float r[4];
 #pragma unroll
