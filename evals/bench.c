@@ -40,7 +40,7 @@ typedef struct row {
     double tps_total, tps_user, speedup;
     flint_step_profile prof; /* --profile: the profiled pass, sums over its steps */
     int64_t khist[FLINT_MAX_DRAFT + 1]; /* dynamic draft lengths: timed steps by the step-level K chosen */
-    int64_t probes;                     /* of which probes (a few requests drafted) */
+    int64_t probes, deep;               /* of which probes (a few requests drafted), and deep steps (a few drafted K) */
     int dynamic;
     double *ms;          /* the timed steps of every round, n_ms of them */
     double *host_ms;     /* the engine's host time in each of them (flint_engine_host_time) */
@@ -148,7 +148,7 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
     long tokens = 0;
     int64_t kh0[FLINT_MAX_DRAFT + 1], kh1[FLINT_MAX_DRAFT + 1];
     flint_engine_step_k_hist(e, kh0);
-    const int64_t pr0 = flint_engine_probe_steps(e);
+    const int64_t pr0 = flint_engine_probe_steps(e), dp0 = flint_engine_deep_steps(e);
     flint_host_time h0, h1;
     flint_engine_host_time(e, &h0);
     for (int s = 0; s < o->steps; s++) {
@@ -190,6 +190,7 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
     flint_engine_step_k_hist(e, kh1);
     for (int k = 0; k <= FLINT_MAX_DRAFT; k++) r->khist[k] += kh1[k] - kh0[k];
     r->probes += flint_engine_probe_steps(e) - pr0;
+    r->deep += flint_engine_deep_steps(e) - dp0;
     if (o->profile) { /* a second window, waiting for the GPU after every phase */
         flint_engine_set_profile(e, 1);
         for (int s = 0; s < o->steps; s++)
@@ -362,7 +363,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
                 if (rows[i].k == 0) continue;
                 printf("%6d %3d  ", rows[i].b, rows[i].k);
                 for (int k = 0; k <= rows[i].k; k++) printf(" K%d: %lld", k, (long long)rows[i].khist[k]);
-                printf(" (probes %lld)\n", (long long)rows[i].probes);
+                printf(" (probes %lld, deep %lld)\n", (long long)rows[i].probes, (long long)rows[i].deep);
             }
         }
         if (g_open[0].n_captures > 0 || g_end[0].n_captures > 0) {

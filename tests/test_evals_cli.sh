@@ -173,7 +173,7 @@ grep -q "^2 rounds, every other one in reverse order" "$tmp/out" && ok || bad "b
 # steps, in the warm-up) the timed steps skip the drafter but for a probe at most
 run "$FLINT" bench "$M" --speculative-config "{\"model\": \"$tmp/d0\", \"dynamic_draft\": true, \"dynamic_cost\": {\"fixed_ms\": 1, \"draft_ms\": 1e6}}" \
   --batch-sizes 2 --draft-lengths 4 --context 48 --warmup 12 --steps 16 "${E[@]}"
-grep -q -E "^ +2 +4 +K0: 1[56] .*\(probes [01]\)" "$tmp/out" && ok || bad "dynamic_cost: the dear drafter was not skipped"
+grep -q -E "^ +2 +4 +K0: 1[56] .*\(probes [01], deep [0-9]+\)" "$tmp/out" && ok || bad "dynamic_cost: the dear drafter was not skipped"
 py "$tmp" <<'PY'
 import json, sys, xml.etree.ElementTree as ET
 d = sys.argv[1]

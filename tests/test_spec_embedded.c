@@ -317,6 +317,8 @@ static int dyn_setup(dyn_case *c) {
     return 0;
 }
 
+static int64_t g_deep; /* dyn_run: -1 asks for the engine's deep steps here */
+
 /* The dynamic engine under cost (fixed, per row, per draft pass ms) over the requests: its pooled
  * statistics, per-request ones, steps by K_step and probes; greedy output checked against the
  * target's. Returns 0 when it ran. */
@@ -332,6 +334,7 @@ static int dyn_run(dyn_case *c, const double cost[3], const char *what, flint_sp
     *st = run(e, NPROBE, NPROBE, c->pid, c->plen, c->prm, &c->got[0][0], TPROBE, c->lg, per);
     flint_engine_step_k_hist(e, hist);
     *probes = flint_engine_probe_steps(e);
+    if (g_deep) g_deep = flint_engine_deep_steps(e);
     flint_engine_close(e);
     for (int i = 0; i < NPROBE; i++)
         CHECKF(c->lr[i] == TPROBE && c->lg[i] == TPROBE && !memcmp(c->ref[i], c->got[i], sizeof c->ref[i]),
@@ -362,6 +365,33 @@ static void test_probe(void) {
                                            "drafting dear, or the gate never explored");
     CHECKF(drafted <= NPROBE * (hist[7] - probes) + FLINT_DYN_PROBE_REQS * probes,
            "more than %d requests drafted in a probe", FLINT_DYN_PROBE_REQS);
+    dyn_free(&c);
+}
+
+/* A cost model where a verify row costs a little (1 ms a step + 0.001 a row, too little to prune)
+ * and a draft pass nothing: the gate settles on a short k (the pair's later positions are rarely
+ * accepted: k = 2 in session 39), and every FLINT_DYN_DEEP_EVERY-th such step is a deep one whose
+ * FLINT_DYN_PROBE_REQS requests draft K = 7 (before deep steps the positions past k were never
+ * drafted again, and their estimates stood as the first steps left them). Greedy output stays the
+ * target's (dyn_run). */
+static void test_deep(void) {
+    static dyn_case c;
+    flint_spec_stats st, per[NPROBE];
+    int64_t hist[FLINT_MAX_DRAFT + 1], probes;
+    static const double cost[3] = {1.0, 0.001, 0.0};
+    g_deep = -1;
+    if (dyn_setup(&c) || dyn_run(&c, cost, "deep", &st, per, hist, &probes)) return;
+    int64_t short_steps = 0;
+    for (int k = 1; k < 7; k++) short_steps += hist[k];
+    printf("deep: %lld deep of %lld steps at 0 < k < 7 (%lld at K = 7, %lld at 0, %lld probes)\n", (long long)g_deep,
+           (long long)short_steps, (long long)hist[7], (long long)hist[0], (long long)probes);
+    CHECKF(short_steps > 2 * FLINT_DYN_DEEP_EVERY, "the gate did not settle on 0 < k < 7 (%lld such steps)",
+           (long long)short_steps);
+    CHECKF(g_deep >= short_steps / FLINT_DYN_DEEP_EVERY - 1 && g_deep <= short_steps / FLINT_DYN_DEEP_EVERY + 1,
+           "%lld deep steps in %lld short ones, one in %d expected", (long long)g_deep, (long long)short_steps,
+           FLINT_DYN_DEEP_EVERY);
+    CHECKF(probes == 0, "%lld probes while drafting paid", (long long)probes);
+    g_deep = 0;
     dyn_free(&c);
 }
 
@@ -747,6 +777,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(part, "sampling")) test_sampling();
     if (all || !strcmp(part, "pinned")) test_pinned();
     if (all || !strcmp(part, "probe")) test_probe();
+    if (all || !strcmp(part, "deep")) test_deep();
     if (all || !strcmp(part, "prune")) test_prune();
     if (all || !strcmp(part, "layout")) {
         char dir[] = "/tmp/flint_layout_XXXXXX";

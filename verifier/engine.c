@@ -77,6 +77,7 @@ void flint_engine_step_k_hist(const flint_engine *e, int64_t hist[FLINT_MAX_DRAF
     memcpy(hist, e->dyn_k_hist, sizeof e->dyn_k_hist);
 }
 int64_t flint_engine_probe_steps(const flint_engine *e) { return e->dyn_probe_steps; }
+int64_t flint_engine_deep_steps(const flint_engine *e) { return e->dyn_deep_steps; }
 void flint_engine_host_time(const flint_engine *e, flint_host_time *t) { *t = e->host; }
 void flint_engine_set_profile(flint_engine *e, int on) {
     if (on && !e->o.profile) memset(&e->prof, 0, sizeof e->prof);

@@ -228,6 +228,11 @@ void flint_engine_step_k_hist(const flint_engine *e, int64_t hist[FLINT_MAX_DRAF
  * requests drafted, in turn, to keep the acceptance estimates current while drafting does not pay). */
 #define FLINT_DYN_PROBE_REQS 4
 int64_t flint_engine_probe_steps(const flint_engine *e);
+/* dynamic_draft: while the steps draft 0 < k < K, every FLINT_DYN_DEEP_EVERY-th is a deep step:
+ * FLINT_DYN_PROBE_REQS unpinned requests (in turn) draft K instead, so that the estimates of the
+ * positions past k stay current; the deep steps so far. */
+#define FLINT_DYN_DEEP_EVERY 8
+int64_t flint_engine_deep_steps(const flint_engine *e);
 /* dynamic_draft: the scheduler's view for n running requests, one line into buf (the per-k
  * expected tokens E, the modelled step ms of not drafting and of drafting k, whether drafting k
  * would prune, the offsets learned per kind of step): why it drafts what it drafts. */

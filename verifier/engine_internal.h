@@ -91,10 +91,13 @@ struct flint_engine {
     int64_t dyn_k_hist[FLINT_MAX_DRAFT + 1];           /* spec steps by chosen K_step */
     int dyn_probe;                                     /* this step drafts only to keep E and r current:
                                                           * FLINT_DYN_PROBE_REQS requests draft, in turn */
+    int dyn_deep;                                      /* this step drafts k_step < K, and the probe's
+                                                          * requests K: positions past k_step stay observed */
+    int64_t dyn_last_deep;                             /* the last such step */
     int dyn_probe_next;                                /* where the next probe's requests start */
     int dyn_prune;                                     /* this step prunes its drafts by confidence
                                                           * (flint_engine_schedule_drafts; schedule.c) */
-    int64_t dyn_probe_steps;                           /* probes so far */
+    int64_t dyn_probe_steps, dyn_deep_steps;           /* probes and deep steps so far */
     double dyn_probe_ms;                               /* measured models: a probe step's wall time
                                                           * (decayed; 0 before the first probe) */
     flint_drafter_req *dreqs;                          /* [max_seqs] */

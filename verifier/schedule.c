@@ -236,6 +236,7 @@ int flint_engine_pick_k(flint_engine *e, int n) {
     const int K = e->K;
     e->dyn_steps++;
     e->dyn_probe = 0;
+    e->dyn_deep = 0;
     int k_step = K;
     /* the modelled step times, offset by what such steps really took (dyn_off: encode, accept,
      * host work and launches are not in T and D) */
@@ -275,6 +276,14 @@ int flint_engine_pick_k(flint_engine *e, int n) {
         const double without = n / t_without, ratio = best / without;
         if (ratio > 1.0) {
             k_step = k_best;
+            /* A step drafting k < K observes positions 1..k only (per_request: the later ones keep
+             * what the steps before saw), so an early low estimate of a later position would stand
+             * for good (session 39: the embedded pair's batch 1 at context 160 settled on k = 2 in
+             * its first 8 steps, 1.64x of no speculation against fixed K = 7's 2.01x). Every
+             * FLINT_DYN_DEEP_EVERY-th such step the probe's requests draft K (step.c): a few rows
+             * more, the others' k unchanged. */
+            if (k_best < K && e->dyn_steps - e->dyn_last_deep >= FLINT_DYN_DEEP_EVERY)
+                e->dyn_deep = 1, e->dyn_last_deep = e->dyn_steps;
         } else {
             double mm = (1.0 - ratio) * (t_with > t_without ? t_with : t_without) / (0.02 * t_without);
             if (e->dyn_n && e->dyn_probe_ms > 0) { /* its excess less what its requests' drafts gain */

@@ -152,7 +152,7 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     }
     /* a probe: the unpinned requests n (in step order) with (n + dyn_probe_next) % n_run below
      * FLINT_DYN_PROBE_REQS draft (which ones depends on their places, never on their drafts) */
-    const int probe = e->dyn_probe && k_step > 0;
+    const int probe = e->dyn_probe && k_step > 0, deep = e->dyn_deep && k_step > 0 && k_step < e->K;
     int n_unpinned = 0;
     for (int i = 0; i < e->o.max_seqs; i++) {
         session *s = &e->ss[i];
@@ -162,7 +162,11 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
         R++; /* the anchor's row */
         const int pinned = flint_engine_pinned(e, s);
         int k_s = pinned ? e->K : k_step;
-        if (probe && !pinned && (n_unpinned++ + e->dyn_probe_next) % n_run >= FLINT_DYN_PROBE_REQS) k_s = 0;
+        if ((probe || deep) && !pinned) { /* a deep step's probe requests draft K, the others k_step */
+            const int in = (n_unpinned++ + e->dyn_probe_next) % n_run < FLINT_DYN_PROBE_REQS;
+            if (probe && !in) k_s = 0;
+            if (deep && in) k_s = e->K;
+        }
         s->k = draft_len(e, s, k_s);
         if (s->k > 0) {
             s->di = n_d;
@@ -316,10 +320,9 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     }
     e->host.accept_ms += host_since(t0, w0);
     if (e->dft && e->o.dynamic_draft && k_step > 0 && n_d > 0) e->dyn_obs_steps++;
-    if (probe) {
-        e->dyn_probe_next = (e->dyn_probe_next + FLINT_DYN_PROBE_REQS) % (n_run > 0 ? n_run : 1);
-        e->dyn_probe_steps++;
-    }
+    if (probe || deep) e->dyn_probe_next = (e->dyn_probe_next + FLINT_DYN_PROBE_REQS) % (n_run > 0 ? n_run : 1);
+    if (probe) e->dyn_probe_steps++;
+    if (deep) e->dyn_deep_steps++;
     if (e->dft && C > 0) {
         flint_drafter_ctx_batch cb = ctx_batch(e, C, e->tap_src);
         /* a step that drafted nothing lets the GPU drafter hold the rows (one gather now, their
@@ -334,11 +337,11 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     /* the step's wall time (its encode is still in flight: the next step's first wait pays it,
      * and steps of one kind follow each other, so its kind's offset absorbs it) */
     /* measured models only (given ones stay as given); not a step the scheduler chose K = 0 for
-     * while pinned sessions drafted, nor a probe: their times are neither choice's (a probe's
-     * sets how often probes come: schedule.c) */
+     * while pinned sessions drafted, nor a probe or a deep step: their times are neither choice's
+     * (a probe's sets how often probes come: schedule.c) */
     if (e->dft && e->o.dynamic_draft && e->dyn_n && !e->o.profile) {
         if (probe) flint_engine_observe_probe_ms(e, flint_clock_ms() - t_step);
-        else if (k_step > 0 || n_d == 0) flint_engine_observe_step_ms(e, flint_clock_ms() - t_step);
+        else if (!deep && (k_step > 0 || n_d == 0)) flint_engine_observe_step_ms(e, flint_clock_ms() - t_step);
     }
     return 0;
 }
