@@ -144,7 +144,7 @@ static int synthetic_accept(flint_engine *e, const session *s, int k, const int3
 static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err) {
     int n_d = 0, R = 0, k_step = e->K, n_run = 0;
     const double t_step = flint_clock_ms();
-    e->dyn_probe = 0, e->dyn_prune = 0;
+    e->dyn_probe = 0, e->dyn_deep = 0, e->dyn_prune = 0;
     if (e->dft && e->o.dynamic_draft) { /* the step's draft length from the cost model (schedule.c) */
         for (int i = 0; i < e->o.max_seqs; i++)
             n_run += e->ss[i].st == S_RUNNING && !e->ss[i].cancelled && !fresh[i] && !flint_engine_pinned(e, &e->ss[i]);
