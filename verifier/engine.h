@@ -228,7 +228,8 @@ void flint_engine_step_k_hist(const flint_engine *e, int64_t hist[FLINT_MAX_DRAF
  * requests drafted, in turn, to keep the acceptance estimates current while drafting does not pay). */
 #define FLINT_DYN_PROBE_REQS 4
 int64_t flint_engine_probe_steps(const flint_engine *e);
-/* dynamic_draft: while the steps draft 0 < k < K, every FLINT_DYN_DEEP_EVERY-th is a deep step:
+/* dynamic_draft: while the steps draft 0 < k < K, now and then (every FLINT_DYN_DEEP_EVERY-th
+ * step at most, less often where the extra rows cost more than ~1% of throughput) a deep step:
  * FLINT_DYN_PROBE_REQS unpinned requests (in turn) draft K instead, so that the estimates of the
  * positions past k stay current; the deep steps so far. */
 #define FLINT_DYN_DEEP_EVERY 8

@@ -279,11 +279,22 @@ int flint_engine_pick_k(flint_engine *e, int n) {
             /* A step drafting k < K observes positions 1..k only (per_request: the later ones keep
              * what the steps before saw), so an early low estimate of a later position would stand
              * for good (session 39: the embedded pair's batch 1 at context 160 settled on k = 2 in
-             * its first 8 steps, 1.64x of no speculation against fixed K = 7's 2.01x). Every
-             * FLINT_DYN_DEEP_EVERY-th such step the probe's requests draft K (step.c): a few rows
-             * more, the others' k unchanged. */
-            if (k_best < K && e->dyn_steps - e->dyn_last_deep >= FLINT_DYN_DEEP_EVERY)
-                e->dyn_deep = 1, e->dyn_last_deep = e->dyn_steps;
+             * its first 8 steps, 1.64x of no speculation against fixed K = 7's 2.01x). Now and then
+             * a deep step: the probe's requests draft K (step.c), the others k. Its extra cost (their
+             * K - k more rows each, the draft's longer Markov loop) kept at ~1% of throughput, as
+             * the probes': every m >= FLINT_DYN_DEEP_EVERY steps. */
+            if (k_best < K) {
+                double E, r;
+                per_request(e, k_best, &E, &r);
+                if (e->dyn_cnt <= 0 || !prunes(e, n, k_best, E)) r = k_best + 1;
+                const int np = n < FLINT_DYN_PROBE_REQS ? n : FLINT_DYN_PROBE_REQS;
+                const double extra = verify_ms(e, n * r + np * (K - k_best)) - verify_ms(e, n * r) +
+                                     draft_ms(e, n, K) - draft_ms(e, n, k_best);
+                double md = extra / (0.01 * t_with);
+                if (!(md >= FLINT_DYN_DEEP_EVERY)) md = FLINT_DYN_DEEP_EVERY; /* (and NaN) */
+                if (md > 512) md = 512;
+                if (e->dyn_steps - e->dyn_last_deep >= (int64_t)md) e->dyn_deep = 1, e->dyn_last_deep = e->dyn_steps;
+            }
         } else {
             double mm = (1.0 - ratio) * (t_with > t_without ? t_with : t_without) / (0.02 * t_without);
             if (e->dyn_n && e->dyn_probe_ms > 0) { /* its excess less what its requests' drafts gain */
