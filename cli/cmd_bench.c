@@ -36,6 +36,8 @@ static void usage(FILE *f) {
             "  --warmup N, --steps N       untimed and timed steps (defaults 3 and 10)\n"
             "  --rounds N                  run the sweep N times, every other one in reverse order, pooling each\n"
             "                              point's steps (A/B of engines against the machine's drift; default 1)\n"
+            "  --vary-prompts              each round's sessions take other prompts (the next batch's of the set;\n"
+            "                              every K of a round the same): a point pools several trajectories\n"
             "  --temperature T, --top-p P, --top-k K, --min-p P, --seed S   sampling (default greedy)\n"
             "  --dataset D                 prompt text source (default sharegpt); --data-dir DIR\n"
             "  --output FILE               write FILE (JSON) and FILE's .svg sibling\n"

@@ -14,7 +14,9 @@
  * --rounds N repeats the sweep (every other round in reverse order) and pools each point's timed
  * steps: the machine's clocks drift by a few percent over a run (session 20: the same engine 3%
  * apart in two runs), which single-pass comparisons of engines opened one after the other take
- * for a difference between them. Dynamic draft lengths mix cheap and costly steps, so their
+ * for a difference between them. With --vary-prompts each round also takes other prompts (the
+ * same for every K of the round): at batch 1 one prompt's trajectory decides a point otherwise
+ * (session 39: a dynamic engine 0.94x at one context, 1.97x at another). Dynamic draft lengths mix cheap and costly steps, so their
  * throughput is over the mean step, and their speed-up is against K = 0's mean step too. */
 #include <inttypes.h>
 #include <math.h>
@@ -95,8 +97,8 @@ static int bench_max_tokens(const flint_bench_options *o, int b, int K) {
 }
 
 /* Time one (b, K) point on an open engine: one round's steps, added to the row's. */
-static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, const int32_t *pool, int n_pool,
-                   row *r, flint_err *err) {
+static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, int round, const int32_t *pool,
+                   int n_pool, row *r, flint_err *err) {
     int max_tokens = bench_max_tokens(o, b, K);
     int max_len = flint_engine_max_model_len(e);
     if ((long)o->context + max_tokens > max_len)
@@ -111,8 +113,8 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
     flint_spec_stats *before = flint_xcalloc((size_t)b, sizeof *before);
     flint_spec_stats *after = flint_xcalloc((size_t)b, sizeof *after);
     int *emitted = flint_xcalloc((size_t)b, sizeof(int));
-    for (int j = 0; j < b; j++) {
-        int off = (int)(((long)j * 7919) % n_pool);
+    for (int j = 0; j < b; j++) { /* session j's prompt: the set's (j + round b)-th (--vary-prompts), else its j-th */
+        int off = (int)(((long)(j + (o->vary_prompts ? (long)round * b : 0)) * 7919) % n_pool);
         for (int t = 0; t < o->context; t++) prompt[t] = pool[(off + t) % n_pool];
         flint_request_params rp;
         flint_request_params_default(&rp);
@@ -301,7 +303,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         if (!pool && !(pool = token_pool(e, o, &n_pool, err))) goto done;
         for (int bi = 0; bi < o->n_batch; bi++) {
             row *r = &rows[ki * o->n_batch + bi];
-            if (measure(e, o, o->batch_sizes[bi], K, pool, n_pool, r, err)) goto done;
+            if (measure(e, o, o->batch_sizes[bi], K, round, pool, n_pool, r, err)) goto done;
             memcpy(r->rates, rates, sizeof rates);
             if (synthetic && K > 0) {
                 double s = 1, p = 1;
@@ -342,7 +344,9 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
                o->dummy ? o->model_shape : o->model_dir, o->dummy ? " (random weights on the GPU)" : "",
                base.drafter_dir, o->context, o->warmup, o->steps, rounds > 1 ? " per round" : "",
                synthetic ? "synthetic" : "real");
-        if (rounds > 1) printf("%d rounds, every other one in reverse order, each point's steps pooled\n", rounds);
+        if (rounds > 1)
+            printf("%d rounds, every other one in reverse order, each point's steps pooled%s\n", rounds,
+                   o->vary_prompts ? "; each round on other prompts (the same for every K)" : "");
         printf("%6s %3s %8s %8s %11s %11s %11s %13s %9s %9s\n", "batch", "K", "AL", "exp. AL", "median ms", "p90 ms",
                "tok/s/user", "tok/s total", "speed-up", "host us");
         for (int i = 0; i < n_rows; i++) {
@@ -410,6 +414,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
     cJSON_AddNumberToObject(cfg, "warmup_steps", o->warmup);
     cJSON_AddNumberToObject(cfg, "timed_steps", o->steps);
     cJSON_AddNumberToObject(cfg, "rounds", rounds);
+    cJSON_AddBoolToObject(cfg, "vary_prompts", o->vary_prompts);
     cJSON_AddStringToObject(cfg, "draft_sample_method", base.draft_greedy ? "greedy" : "probabilistic");
     cJSON_AddNumberToObject(cfg, "temperature", o->sampling.temperature);
     cJSON_AddNumberToObject(cfg, "seed", (double)o->sampling.seed);

@@ -94,6 +94,9 @@ typedef struct flint_bench_options {
     int rounds;                  /* engine mode: the whole sweep this many times, every other one in reverse
                                   * order (default 1); each point pools its rounds' steps, so a drift of the
                                   * machine over the run falls on every K alike */
+    int vary_prompts;            /* each round's sessions take the next batch's prompts of the set (every K
+                                  * of a round the same ones): a point pools several prompts' trajectories,
+                                  * where one prompt's decides a batch-1 point alone */
     flint_sampling_params sampling; /* default T = 0, seed 0 */
     const char *dataset;         /* text the prompts are cut from (default sharegpt) */
     const char *data_dir;

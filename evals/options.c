@@ -199,7 +199,7 @@ static const char *const bench_value_flags[] = {
 int flint_bench_option_kind(const char *flag) {
     if (in_list(bench_value_flags, flag)) return 1;
     if (!strcmp(flag, "--quiet") || !strcmp(flag, "--enforce-eager") || !strcmp(flag, "--profile") ||
-        !strcmp(flag, "--split-step"))
+        !strcmp(flag, "--split-step") || !strcmp(flag, "--vary-prompts"))
         return 0;
     return -1;
 }
@@ -208,6 +208,7 @@ int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v
     if (!strcmp(f, "--quiet")) o->quiet = 1;
     else if (!strcmp(f, "--enforce-eager")) o->enforce_eager = 1;
     else if (!strcmp(f, "--split-step")) o->split_step = 1;
+    else if (!strcmp(f, "--vary-prompts")) o->vary_prompts = 1;
     else if (!strcmp(f, "--profile")) o->profile = 1;
     else if (!v) return flint_err_set(err, FLINT_ERR_INVALID, "%s needs a value", f);
     else if (!strcmp(f, "--device")) {

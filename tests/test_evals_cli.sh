@@ -169,6 +169,10 @@ run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-leng
 run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-lengths 1 --synthetic-per-position 1 \
   "${BE[@]}" --rounds 2 --output "$tmp/b5.json"
 grep -q "^2 rounds, every other one in reverse order" "$tmp/out" && ok || bad "bench --rounds 2: no rounds line"
+# the same with other prompts each round (--vary-prompts)
+run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-lengths 1 --synthetic-per-position 1 \
+  "${BE[@]}" --rounds 2 --vary-prompts --output "$tmp/b6.json"
+grep -q "^2 rounds, .*each round on other prompts" "$tmp/out" && ok || bad "bench --vary-prompts: no rounds line"
 # a given cost model where a draft pass costs 1000 s: once the gate has its estimates (8 drafting
 # steps, in the warm-up) the timed steps skip the drafter but for a probe at most
 run "$FLINT" bench "$M" --speculative-config "{\"model\": \"$tmp/d0\", \"dynamic_draft\": true, \"dynamic_cost\": {\"fixed_ms\": 1, \"draft_ms\": 1e6}}" \
@@ -195,6 +199,9 @@ real = json.load(open(f"{d}/b4.json"))
 assert real["config"]["acceptance"] == "real" and len(real["rows"]) == 2
 two = json.load(open(f"{d}/b5.json"))
 assert two["config"]["rounds"] == 2 and [(r["batch"], r["k"]) for r in two["rows"]] == [(2, 0), (2, 1)], two
+assert two["config"]["vary_prompts"] is False, two["config"]
+six = json.load(open(f"{d}/b6.json"))
+assert six["config"]["vary_prompts"] is True and six["rows"][1]["tokens_per_step"] == 4, six
 k1 = two["rows"][1]   # every draft accepted in both rounds: 2 tokens a request a step
 assert k1["measured_acceptance_length"] == 2 and k1["tokens_per_step"] == 4, k1
 for r in two["rows"] + real["rows"]:   # the engine's host time, on the CPU the whole step
