@@ -15,8 +15,8 @@
 #   benchkp: the other kernels' PDL off; bench2: tensor parallel over 2 GPUs; embedded / embsplit /
 #   embedkp / embdyn: the embedded pair at fixed K (one graph per drafting step), with the step as
 #   separate launches (--split-step), with the other kernels' PDL off, under dynamic K
-#   (EMB_BATCHES, EMB_ROUNDS); spec8b: qwen3-8b with a random drafter; eager:
-#   --enforce-eager). NVLink multicast stays off (NCCL_NVLS_ENABLE=0) for every step.
+#   (EMB_BATCHES, EMB_ROUNDS; EMB_VARY=1: each round on other prompts); spec8b: qwen3-8b with a
+#   random drafter; eager: --enforce-eager). NVLink multicast stays off (NCCL_NVLS_ENABLE=0) for every step.
 #   STEPS="kernels target bench" bash tools/device/gpu_session.sh  ->  $OUT/*.log
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -90,7 +90,7 @@ step spec8b 400 spec8b.log $BIN/flint bench --device cuda --load-format dummy --
 # the embedded pair with real acceptance (GSM8K questions as context): fixed draft lengths, then
 # dynamic ones (#8: within 3% of the best fixed K at every batch)
 EMB_ARGS="models/flint-tiny --device cuda --batch-sizes ${EMB_BATCHES:-1,8,32,64} --context 128 --dataset gsm8k \
---warmup 10 --steps 60 --rounds ${EMB_ROUNDS:-1}"
+--warmup 10 --steps 60 --rounds ${EMB_ROUNDS:-1}${EMB_VARY:+ --vary-prompts}"
 # shellcheck disable=SC2086
 step embedded 300 embedded.log $BIN/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
     --draft-lengths 1,3,5,7 --output "$OUT/embedded.json"
