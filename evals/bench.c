@@ -16,8 +16,9 @@
  * apart in two runs), which single-pass comparisons of engines opened one after the other take
  * for a difference between them. With --vary-prompts each round also takes other prompts (the
  * same for every K of the round): at batch 1 one prompt's trajectory decides a point otherwise
- * (session 39: a dynamic engine 0.94x at one context, 1.97x at another). Dynamic draft lengths mix cheap and costly steps, so their
- * throughput is over the mean step, and their speed-up is against K = 0's mean step too. */
+ * (session 39: a dynamic engine 0.94x at one context, 1.97x at another). Dynamic draft lengths
+ * mix cheap and costly steps, so their throughput is over the mean step, and their speed-up is
+ * against K = 0's mean step too. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ typedef struct row {
     double tps_total, tps_user, speedup;
     flint_step_profile prof; /* --profile: the profiled pass, sums over its steps */
     int64_t khist[FLINT_MAX_DRAFT + 1]; /* dynamic draft lengths: timed steps by the step-level K chosen */
-    int64_t probes, deep;               /* of which probes (a few requests drafted), and deep steps (a few drafted K) */
+    int64_t probes, deep;               /* of which probes (a few requests drafted), deep steps (a few drafted K) */
     int dynamic;
     double *ms;          /* the timed steps of every round, n_ms of them */
     double *host_ms;     /* the engine's host time in each of them (flint_engine_host_time) */
