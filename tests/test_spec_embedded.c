@@ -368,7 +368,7 @@ static void test_probe(void) {
     dyn_free(&c);
 }
 
-/* Cost models where a verify row costs a little (1 ms a step + 0.001 or 0.01 a row, too little to
+/* Cost models where a verify row costs a little (1 ms a step + 0.001 or 0.03 a row, too little to
  * prune) and a draft pass nothing: the gate settles on a short k (the pair's later positions are
  * rarely accepted: k = 2 in session 39), and now and then a deep step has FLINT_DYN_PROBE_REQS
  * requests draft K = 7 (before deep steps the positions past k were never drafted again, and their

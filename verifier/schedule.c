@@ -232,6 +232,15 @@ static int prunes(const flint_engine *e, int n, int k, double E) {
     return verify_ms(e, (double)n * (k + 1)) > 1.2 * verify_ms(e, (double)n * E);
 }
 
+/* Per request drafting k in a step of n: E(k), the rows it verifies (fewer where the step prunes,
+ * else all k + 1) and whether it prunes. */
+static int drafting(const flint_engine *e, int n, int k, double *E, double *r) {
+    per_request(e, k, E, r);
+    const int pr = prunes(e, n, k, *E);
+    if (e->dyn_cnt <= 0 || !pr) *r = k + 1;
+    return pr;
+}
+
 int flint_engine_pick_k(flint_engine *e, int n) {
     const int K = e->K;
     e->dyn_steps++;
@@ -245,9 +254,7 @@ int flint_engine_pick_k(flint_engine *e, int n) {
     int k_best = K;
     for (int k = 1; k <= K; k++) { /* tokens per ms drafting k (ties: the longer draft) */
         double E, r;
-        per_request(e, k, &E, &r);
-        const int pr = prunes(e, n, k, E);
-        if (e->dyn_cnt <= 0 || !pr) r = k + 1;
+        const int pr = drafting(e, n, k, &E, &r);
         const double t = with_off(e, pr ? 2 : 1, verify_ms(e, n * r) + draft_ms(e, n, k)), rate = n * E / t;
         if (k == 1 || rate >= best) best = rate, k_best = k, t_with = t;
     }
@@ -285,8 +292,7 @@ int flint_engine_pick_k(flint_engine *e, int n) {
              * the probes': every m >= FLINT_DYN_DEEP_EVERY steps. */
             if (k_best < K) {
                 double E, r;
-                per_request(e, k_best, &E, &r);
-                if (e->dyn_cnt <= 0 || !prunes(e, n, k_best, E)) r = k_best + 1;
+                drafting(e, n, k_best, &E, &r);
                 const int np = n < FLINT_DYN_PROBE_REQS ? n : FLINT_DYN_PROBE_REQS;
                 const double extra = verify_ms(e, n * r + np * (K - k_best)) - verify_ms(e, n * r) +
                                      draft_ms(e, n, K) - draft_ms(e, n, k_best);
@@ -333,9 +339,7 @@ void flint_engine_dyn_describe(const flint_engine *e, int n, char *buf, size_t c
     PUT("n %d: plain %.3f ms;", n, with_off(e, 0, verify_ms(e, n)));
     for (int k = 1; k <= e->K; k++) {
         double E, r;
-        per_request(e, k, &E, &r);
-        const int pr = prunes(e, n, k, E);
-        if (e->dyn_cnt <= 0 || !pr) r = k + 1;
+        const int pr = drafting(e, n, k, &E, &r);
         PUT(" k%d E %.2f %.3f ms%s;", k, E, with_off(e, pr ? 2 : 1, verify_ms(e, n * r) + draft_ms(e, n, k)),
             pr ? " pruned" : "");
     }
