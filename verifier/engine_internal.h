@@ -79,6 +79,7 @@ struct flint_engine {
     double dyn_db[8], dyn_dt[8];                       /* (at K drafts; dyn_dt1: at one draft) */
     double dyn_dt1[8];
     double dyn_cnt;                                    /* decayed count of requests of drafting steps */
+    double dyn_acc1, dyn_acc2;                         /* decayed sums of their accepted drafts and squares */
     double dyn_pcnt[FLINT_MAX_DRAFT];                  /* decayed per draft position j + 1: requests that */
     double dyn_pdraft[FLINT_MAX_DRAFT];                /* could draft it, that verified it (after the */
     double dyn_pacc[FLINT_MAX_DRAFT];                  /* confidence pruning), that accepted it */
@@ -86,7 +87,8 @@ struct flint_engine {
     int64_t dyn_obs_steps;                             /* drafting steps whose requests were observed */
     double dyn_pred_ms;                                /* this step's modelled ms, of kind dyn_pred_kind: */
     int dyn_pred_kind;                                 /* 0 plain, 1 drafting whole, 2 pruning */
-    double dyn_off[3];                                 /* real less modelled ms per kind (decayed) */
+    double dyn_off[3];                                 /* real less modelled ms per kind: the median */
+    double dyn_off_win[3][16];                         /* of its last 16 steps (ring) */
     int64_t dyn_off_n[3];                              /* steps observed per kind */
     int64_t dyn_k_hist[FLINT_MAX_DRAFT + 1];           /* spec steps by chosen K_step */
     int dyn_probe;                                     /* this step drafts only to keep E and r current:

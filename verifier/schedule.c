@@ -32,6 +32,7 @@
  * encodes, decides, emits, and a pruning step waits for its drafts on the host; session 20: an
  * offset, unlike the ratio used before, carries from one draft length to another, since those
  * costs hardly depend on it). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +242,24 @@ static int drafting(const flint_engine *e, int n, int k, double *E, double *r) {
     return pr;
 }
 
+/* Whether not drafting is a close call: the tokens a request would have to emit for drafting to
+ * pay, E / ratio, lie within 2 standard errors of the estimate E (the spread of the accepted
+ * drafts per request over the decayed count; at least 0.5 drafts, so that a run of equal outcomes
+ * is not taken for certainty). Session 40: at batch 1 a request's acceptance comes in runs (the
+ * embedded pair's answers: stretches accepting nothing, then runs of 7s where they repeat), so
+ * the estimate dips below the bar in a hard stretch, and with probes every ~4 + dyn_cnt steps the
+ * gate sat out the easy runs that followed: 0.92-0.94 of the best fixed K over 24 prompts'
+ * traces replayed (tools/lab/gate_sim.py), 0.93 on the GPU. Where the call is close, a probe (a
+ * whole drafting step at batch 1, worth nearly a plain step there) every 4 steps: 0.96-1.0 in
+ * the replay. Where drafting is clearly worse (a poor drafter: E near 1 against a bar near 1.5,
+ * many standard errors away) the probes keep their ~1% budget. */
+static int close_call(const flint_engine *e, double E, double ratio) {
+    const double mean = e->dyn_acc1 / e->dyn_cnt;
+    double var = e->dyn_acc2 / e->dyn_cnt - mean * mean;
+    if (!(var > 0.25)) var = 0.25;
+    return ratio > 0 && E * (1.0 / ratio - 1.0) <= 2.0 * sqrt(var / e->dyn_cnt);
+}
+
 int flint_engine_pick_k(flint_engine *e, int n) {
     const int K = e->K;
     e->dyn_steps++;
@@ -250,13 +269,13 @@ int flint_engine_pick_k(flint_engine *e, int n) {
     /* the modelled step times, offset by what such steps really took (dyn_off: encode, accept,
      * host work and launches are not in T and D) */
     const double t_without = with_off(e, 0, verify_ms(e, n));
-    double t_with = 0.0, best = 0.0;
+    double t_with = 0.0, best = 0.0, E_best = 1.0;
     int k_best = K;
     for (int k = 1; k <= K; k++) { /* tokens per ms drafting k (ties: the longer draft) */
         double E, r;
         const int pr = drafting(e, n, k, &E, &r);
         const double t = with_off(e, pr ? 2 : 1, verify_ms(e, n * r) + draft_ms(e, n, k)), rate = n * E / t;
-        if (k == 1 || rate >= best) best = rate, k_best = k, t_with = t;
+        if (k == 1 || rate >= best) best = rate, k_best = k, t_with = t, E_best = E;
     }
     /* K until ~24 requests or 8 drafting steps have been seen (24 decayed requests take ~33 steps
      * at batch 1: half of the embedded pair's 60-step bench); then the draft length k <= K with the
@@ -311,6 +330,7 @@ int flint_engine_pick_k(flint_engine *e, int n) {
             }
             if (!(t_without > 0)) mm = 4.0;
             if (n <= FLINT_DYN_PROBE_REQS && mm > 4.0 + e->dyn_cnt) mm = 4.0 + e->dyn_cnt; /* few seen: probe more */
+            if (n <= FLINT_DYN_PROBE_REQS && e->dyn_cnt > 1.0 && close_call(e, E_best, ratio)) mm = 4.0;
             const int m = mm < 4 ? 4 : mm > 512 ? 512 : (int)mm;
             if (e->dyn_steps - e->dyn_last_draft < m) k_step = 0;
             else e->dyn_probe = 1; /* a probe: a few requests draft (step.c) */
@@ -349,11 +369,22 @@ void flint_engine_dyn_describe(const flint_engine *e, int n, char *buf, size_t c
 #undef PUT
 }
 
+/* The offset of a kind: the median of its last 16 steps' real less modelled times. Session 40:
+ * a decayed mean set by its first observation let a fresh engine's first drafting step (0.52 ms
+ * against the 0.30 of the next ones: first launches or the prompt's encode still in flight, not
+ * told apart) stand at +0.09 ms after the
+ * 8 steps that decide whether to go on drafting (0.9^7 of it), so the embedded pair's batch 1
+ * modelled a drafting step at 0.42 ms and stopped drafting in 5 of 8 prompts; a median ignores
+ * such one-off steps (a first launch, a prefill's encode still in flight, a host hiccup). */
 void flint_engine_observe_step_ms(flint_engine *e, double ms) {
     if (!(e->dyn_pred_ms > 0) || !(ms > 0)) return;
     const int i = e->dyn_pred_kind;
-    const double d = ms - e->dyn_pred_ms; /* the first observation of a kind sets its offset */
-    e->dyn_off[i] = e->dyn_off_n[i]++ ? 0.9 * e->dyn_off[i] + 0.1 * d : d;
+    e->dyn_off_win[i][e->dyn_off_n[i]++ % 16] = ms - e->dyn_pred_ms;
+    const int n = e->dyn_off_n[i] < 16 ? (int)e->dyn_off_n[i] : 16;
+    double w[16];
+    memcpy(w, e->dyn_off_win[i], sizeof(double) * (size_t)n);
+    qsort(w, (size_t)n, sizeof(double), cmp_double);
+    e->dyn_off[i] = n % 2 ? w[n / 2] : 0.5 * (w[n / 2 - 1] + w[n / 2]);
 }
 
 void flint_engine_observe_probe_ms(flint_engine *e, double ms) {
@@ -365,6 +396,8 @@ void flint_engine_observe_acceptance(flint_engine *e, int cap, int k, int acc) {
     /* decayed sums: about the last 50 requests of drafting steps count, per position the last 50
      * that could draft it */
     e->dyn_cnt = 0.98 * e->dyn_cnt + 1.0;
+    e->dyn_acc1 = 0.98 * e->dyn_acc1 + acc;
+    e->dyn_acc2 = 0.98 * e->dyn_acc2 + (double)acc * acc;
     for (int j = 0; j < cap && j < FLINT_MAX_DRAFT; j++) {
         e->dyn_pcnt[j] = 0.98 * e->dyn_pcnt[j] + 1.0;
         e->dyn_pdraft[j] = 0.98 * e->dyn_pdraft[j] + (k > j);

@@ -339,6 +339,10 @@ static int spec_step(flint_engine *e, const unsigned char *fresh, flint_err *err
     /* measured models only (given ones stay as given); not a step the scheduler chose K = 0 for
      * while pinned sessions drafted, nor a probe or a deep step: their times are neither choice's
      * (a probe's sets how often probes come: schedule.c) */
+    if (e->dft && e->o.dynamic_draft && e->dyn_n && !e->o.profile)
+        flint_log_debug("engine: step %lld: k %d, %s%s%.3f ms, modelled %.3f (kind %d)", (long long)e->dyn_steps,
+                        k_step, probe ? "probe, " : "", deep ? "deep, " : "", flint_clock_ms() - t_step,
+                        e->dyn_pred_ms, e->dyn_pred_kind);
     if (e->dft && e->o.dynamic_draft && e->dyn_n && !e->o.profile) {
         if (probe) flint_engine_observe_probe_ms(e, flint_clock_ms() - t_step);
         else if (!deep && (k_step > 0 || n_d == 0)) flint_engine_observe_step_ms(e, flint_clock_ms() - t_step);
