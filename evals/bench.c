@@ -5,6 +5,11 @@
  * because random tokens give unrealistic acceptance), stepped until every prefill is done, then
  * `warmup` untimed steps, then `steps` timed ones. The median step time is the headline; tokens
  * per second = tokens emitted per step / median step time (total), divided by b (per user).
+ * With --tokens N every K times the same text instead: warm-up until each session has emitted
+ * `warmup` tokens, then the window until each has emitted N more, and the rates are over the
+ * window's mean step (a fixed number of steps lets a K that emits more time a later stretch of
+ * the text, which in a long continuation is often easier to draft: a fair judge of a dynamic
+ * draft length, which drafts less where drafting does not pay, against fixed ones).
  *
  * Synthetic acceptance (engine option `synthetic`): a mean AL is turned into one conditional rate
  * r per K with 1 + r + ... + r^K = AL, or the per-position conditional rates are given; the
@@ -16,7 +21,10 @@
  * apart in two runs), which single-pass comparisons of engines opened one after the other take
  * for a difference between them. With --vary-prompts each round also takes other prompts (the
  * same for every K of the round): at batch 1 one prompt's trajectory decides a point otherwise
- * (session 39: a dynamic engine 0.94x at one context, 1.97x at another). Dynamic draft lengths
+ * (session 39: a dynamic engine 0.94x at one context, 1.97x at another). --keep-engines keeps
+ * each K's engine over the rounds instead of opening a fresh one each time: a server's engine
+ * lives on, and a dynamic draft length's estimates with it (a fresh one starts from each answer's
+ * opening, which for the embedded pair is hard to draft: session 40). Dynamic draft lengths
  * mix cheap and costly steps, so their throughput is over the mean step, and their speed-up is
  * against K = 0's mean step too. */
 #include <inttypes.h>
@@ -53,6 +61,10 @@ typedef struct row {
     int64_t al_steps, al_accepted; /* sessions' speculative steps and accepted drafts in them */
     flint_host_time host;          /* the engine's host time in them (flint_engine_host_time) */
 } row;
+
+/* The most timed steps of one round: --steps, or with --tokens one per token (a running session
+ * emits at least one a step). */
+static int window_steps(const flint_bench_options *o) { return o->tokens > 0 ? o->tokens : o->steps; }
 
 /* A pool of real prompt tokens from the dataset's first turns (no chat template: the benchmark
  * wants a length, not a conversation). Without a tokenizer: seeded pseudo-random ids. */
@@ -91,10 +103,29 @@ static int32_t *token_pool(const flint_engine *e, const flint_bench_options *o, 
 }
 
 /* Tokens a session may emit in a measurement: while the b prompts are prefilled (512 rows a
- * step), the sessions that started first already decode, then warm-up and timed steps. */
+ * step), the sessions that started first already decode, then warm-up and timed steps (with
+ * --tokens at most one step per token of the slowest session, a step emitting up to K + 1). */
 static int bench_max_tokens(const flint_bench_options *o, int b, int K) {
     const int prefill_steps = (int)(((long)b * o->context + 511) / 512) + 1;
-    return 2 + (prefill_steps + o->warmup + o->steps * (o->profile ? 2 : 1) + 2) * (K + 1);
+    return 2 + (prefill_steps + o->warmup + window_steps(o) + (o->profile ? o->steps : 0) + 2) * (K + 1);
+}
+
+static long min_emitted(const long *emitted, int b) {
+    long m = emitted[0];
+    for (int j = 1; j < b; j++) m = emitted[j] < m ? emitted[j] : m;
+    return m;
+}
+
+static int window_done(const long *emitted, const long *start, int b, int n) {
+    for (int j = 0; j < b; j++)
+        if (emitted[j] - start[j] < n) return 0;
+    return 1;
+}
+
+static void count_tokens(const flint_step_event *ev, int n_ev, const int *sids, int b, long *emitted) {
+    for (int k = 0; k < n_ev; k++)
+        for (int j = 0; j < b; j++)
+            if (ev[k].sid == sids[j]) emitted[j] += ev[k].n_tokens;
 }
 
 /* Time one (b, K) point on an open engine: one round's steps, added to the row's. */
@@ -113,7 +144,7 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
     double *ms = r->ms + r->n_ms, *hms = r->host_ms + r->n_ms;
     flint_spec_stats *before = flint_xcalloc((size_t)b, sizeof *before);
     flint_spec_stats *after = flint_xcalloc((size_t)b, sizeof *after);
-    int *emitted = flint_xcalloc((size_t)b, sizeof(int));
+    long *emitted = flint_xcalloc((size_t)b, sizeof(long)); /* tokens since the prompt, per session */
     for (int j = 0; j < b; j++) { /* session j's prompt: the set's (j + round b)-th (--vary-prompts), else its j-th */
         int off = (int)(((long)(j + (o->vary_prompts ? (long)round * b : 0)) * 7919) % n_pool);
         for (int t = 0; t < o->context; t++) prompt[t] = pool[(off + t) % n_pool];
@@ -136,13 +167,22 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
         if (flint_engine_step(e, &ev, &n_ev, err)) goto done;
         for (int k = 0; k < n_ev; k++)
             for (int j = 0; j < b; j++)
-                if (ev[k].sid == sids[j] && !emitted[j] && ev[k].n_tokens > 0) {
-                    emitted[j] = 1;
-                    started++;
+                if (ev[k].sid == sids[j] && ev[k].n_tokens > 0) {
+                    started += !emitted[j];
+                    emitted[j] += ev[k].n_tokens;
                 }
     }
-    for (int s = 0; s < o->warmup; s++)
+    /* warm-up: steps, or (--tokens) until every session has emitted `warmup` tokens, so that every K
+     * times the same text (a faster K would otherwise time a later stretch of it: session 40, the
+     * embedded pair's continuations turn repetitive and easy to draft as they go on) */
+    for (int s = 0; o->tokens > 0 ? min_emitted(emitted, b) < o->warmup : s < o->warmup; s++) {
+        if (s > 100000) {
+            flint_err_set(err, FLINT_ERR_INTERNAL, "warm-up did not finish");
+            goto done;
+        }
         if (flint_engine_step(e, &ev, &n_ev, err)) goto done;
+        count_tokens(ev, n_ev, sids, b, emitted);
+    }
     /* statistics at the start of the timed window: every running session has an event in every
      * step, so the last step's events carry them */
     for (int k = 0; k < n_ev; k++)
@@ -154,7 +194,16 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
     const int64_t pr0 = flint_engine_probe_steps(e), dp0 = flint_engine_deep_steps(e);
     flint_host_time h0, h1;
     flint_engine_host_time(e, &h0);
-    for (int s = 0; s < o->steps; s++) {
+    long *start = flint_xmalloc(sizeof(long) * (size_t)b);
+    memcpy(start, emitted, sizeof(long) * (size_t)b);
+    int n_steps = 0;
+    for (int s = 0; o->tokens > 0 ? !window_done(emitted, start, b, o->tokens) : s < o->steps; s++) {
+        if (s >= window_steps(o)) { /* a step emits at least one token for every running session */
+            free(start);
+            flint_err_set(err, FLINT_ERR_INTERNAL, "the timed window took more than %d steps", window_steps(o));
+            goto done;
+        }
+        n_steps++;
         flint_host_time hs0, hs1;
         flint_engine_host_time(e, &hs0);
         double t0 = flint_evals_now_ms();
@@ -174,7 +223,9 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
             for (int j = 0; j < b; j++)
                 if (ev[k].sid == sids[j]) after[j] = *ev[k].stats;
         }
+        count_tokens(ev, n_ev, sids, b, emitted);
     }
+    free(start);
     flint_engine_host_time(e, &h1);
     if (r->dynamic && !o->quiet) {
         char why[1024];
@@ -209,7 +260,7 @@ static int measure(flint_engine *e, const flint_bench_options *o, int b, int K, 
         r->al_steps += after[j].steps - before[j].steps;
         r->al_accepted += after[j].accepted - before[j].accepted;
     }
-    r->n_ms += o->steps;
+    r->n_ms += n_steps;
     r->tokens += tokens;
     rc = 0;
 done:
@@ -236,7 +287,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
     int rc = -1, n_pool = 0, nk = o->n_draft + 1, max_b = 0;
     int32_t *pool = NULL;
     char *owned = NULL, *path_svg = NULL;
-    flint_engine *e = NULL;
+    flint_engine *e = NULL, **kept = flint_xcalloc((size_t)nk, sizeof *kept); /* --keep-engines */
     row *rows = flint_xcalloc((size_t)(nk * o->n_batch), sizeof *rows);
     /* CUDA graphs of each engine: at open (start-up capture), and after its runs */
     flint_target_graph_info *g_open = flint_xcalloc((size_t)nk, sizeof *g_open);
@@ -254,8 +305,8 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
     const int synthetic = o->synthetic_al > 0 || o->n_synthetic_rates > 0;
     const int rounds = o->rounds > 0 ? o->rounds : 1;
     for (int i = 0; i < nk * o->n_batch; i++) {
-        rows[i].ms = flint_xmalloc(sizeof(double) * (size_t)o->steps * rounds);
-        rows[i].host_ms = flint_xmalloc(sizeof(double) * (size_t)o->steps * rounds);
+        rows[i].ms = flint_xmalloc(sizeof(double) * (size_t)window_steps(o) * rounds);
+        rows[i].host_ms = flint_xmalloc(sizeof(double) * (size_t)window_steps(o) * rounds);
         rows[i].b = o->batch_sizes[i % o->n_batch];
         rows[i].k = i < o->n_batch ? 0 : o->draft_lengths[i / o->n_batch - 1];
         rows[i].dynamic = rows[i].k > 0 && base.dynamic_draft;
@@ -294,7 +345,8 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
                 for (int i = 0; i < K; i++) eo.synthetic_rates[i] = (float)rates[i];
             }
         }
-        if (!(e = flint_engine_open(&eo, err))) {
+        if (o->keep_engines && kept[ki]) e = kept[ki], kept[ki] = NULL;
+        else if (!(e = flint_engine_open(&eo, err))) {
             if (K) flint_err_prefix(err, "K = %d: ", K);
             goto done;
         }
@@ -304,6 +356,8 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         if (!pool && !(pool = token_pool(e, o, &n_pool, err))) goto done;
         for (int bi = 0; bi < o->n_batch; bi++) {
             row *r = &rows[ki * o->n_batch + bi];
+            const long tok0 = r->tokens;
+            const int n0 = r->n_ms;
             if (measure(e, o, o->batch_sizes[bi], K, round, pool, n_pool, r, err)) goto done;
             memcpy(r->rates, rates, sizeof rates);
             if (synthetic && K > 0) {
@@ -311,11 +365,13 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
                 for (int i = 0; i < K; i++) s += (p *= rates[i]);
                 r->expected_al = s;
             }
-            flint_log_info("bench: b = %d, K = %d, round %d: median step %.3f ms", r->b, r->k, round + 1,
-                           flint_stats_median(r->ms + r->n_ms - o->steps, o->steps));
+            flint_log_info("bench: b = %d, K = %d, round %d: median step %.3f ms, %.3f tokens a step per request",
+                           r->b, r->k, round + 1, flint_stats_median(r->ms + n0, r->n_ms - n0),
+                           (double)(r->tokens - tok0) / (r->n_ms - n0) / r->b);
         }
         if (round == 0) flint_engine_device_stats(e, &g_end[ki], &dev_bytes);
-        flint_engine_close(e);
+        if (o->keep_engines && round + 1 < rounds) kept[ki] = e;
+        else flint_engine_close(e);
         e = NULL;
     }
     n_rows = nk * o->n_batch;
@@ -327,7 +383,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         r->p90_ms = flint_stats_quantile(r->ms, r->n_ms, 0.9, 0);
         r->host_median_us = 1e3 * flint_stats_median(r->host_ms, r->n_ms);
         r->tokens_per_step = (double)r->tokens / r->n_ms;
-        const double step_ms = r->dynamic ? r->mean_ms : r->median_ms;
+        const double step_ms = r->dynamic || o->tokens > 0 ? r->mean_ms : r->median_ms;
         r->tps_total = step_ms > 0 ? r->tokens_per_step / (step_ms / 1e3) : 0;
         r->tps_user = r->tps_total / r->b;
     }
@@ -335,19 +391,26 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
     for (int i = 0; i < n_rows; i++) {
         const row *r = &rows[i], *z = &rows[i % o->n_batch];
         rows[i].speedup = NAN;
-        if (r->dynamic && r->mean_ms > 0 && z->mean_ms > 0 && z->tokens_per_step > 0)
+        if ((r->dynamic || o->tokens > 0) && r->mean_ms > 0 && z->mean_ms > 0 && z->tokens_per_step > 0)
             rows[i].speedup = (r->tokens_per_step / r->mean_ms) / (z->tokens_per_step / z->mean_ms);
         else if (z->tps_user > 0)
             rows[i].speedup = r->tps_user / z->tps_user;
     }
     if (!o->quiet) {
-        printf("flint bench: %s%s, drafter %s, context %d, %d warm-up + %d timed steps%s, %s acceptance\n",
-               o->dummy ? o->model_shape : o->model_dir, o->dummy ? " (random weights on the GPU)" : "",
-               base.drafter_dir, o->context, o->warmup, o->steps, rounds > 1 ? " per round" : "",
+        char window[160];
+        if (o->tokens > 0)
+            snprintf(window, sizeof window, "the same text for every K: tokens %d to %d of each session timed%s "
+                     "(rates over the mean step)", o->warmup, o->warmup + o->tokens, rounds > 1 ? " per round" : "");
+        else
+            snprintf(window, sizeof window, "%d warm-up + %d timed steps%s", o->warmup, o->steps,
+                     rounds > 1 ? " per round" : "");
+        printf("flint bench: %s%s, drafter %s, context %d, %s, %s acceptance\n", o->dummy ? o->model_shape : o->model_dir,
+               o->dummy ? " (random weights on the GPU)" : "", base.drafter_dir, o->context, window,
                synthetic ? "synthetic" : "real");
         if (rounds > 1)
-            printf("%d rounds, every other one in reverse order, each point's steps pooled%s\n", rounds,
-                   o->vary_prompts ? "; each round on other prompts (the same for every K)" : "");
+            printf("%d rounds, every other one in reverse order, each point's steps pooled%s%s\n", rounds,
+                   o->vary_prompts ? "; each round on other prompts (the same for every K)" : "",
+                   o->keep_engines ? "; each K's engine kept over the rounds" : "");
         printf("%6s %3s %8s %8s %11s %11s %11s %13s %9s %9s\n", "batch", "K", "AL", "exp. AL", "median ms", "p90 ms",
                "tok/s/user", "tok/s total", "speed-up", "host us");
         for (int i = 0; i < n_rows; i++) {
@@ -412,10 +475,16 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
     cJSON_AddStringToObject(root, "drafter", base.drafter_dir);
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddNumberToObject(cfg, "context", o->context);
-    cJSON_AddNumberToObject(cfg, "warmup_steps", o->warmup);
-    cJSON_AddNumberToObject(cfg, "timed_steps", o->steps);
+    if (o->tokens > 0) { /* --tokens: the window by tokens */
+        cJSON_AddNumberToObject(cfg, "warmup_tokens", o->warmup);
+        cJSON_AddNumberToObject(cfg, "timed_tokens", o->tokens);
+    } else {
+        cJSON_AddNumberToObject(cfg, "warmup_steps", o->warmup);
+        cJSON_AddNumberToObject(cfg, "timed_steps", o->steps);
+    }
     cJSON_AddNumberToObject(cfg, "rounds", rounds);
     cJSON_AddBoolToObject(cfg, "vary_prompts", o->vary_prompts);
+    cJSON_AddBoolToObject(cfg, "keep_engines", o->keep_engines);
     cJSON_AddStringToObject(cfg, "draft_sample_method", base.draft_greedy ? "greedy" : "probabilistic");
     cJSON_AddNumberToObject(cfg, "temperature", o->sampling.temperature);
     cJSON_AddNumberToObject(cfg, "seed", (double)o->sampling.seed);
@@ -429,6 +498,7 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
         cJSON *x = cJSON_CreateObject();
         cJSON_AddNumberToObject(x, "batch", r->b);
         cJSON_AddNumberToObject(x, "k", r->k);
+        cJSON_AddNumberToObject(x, "timed_steps", r->n_ms); /* over all rounds */
         if (synthetic && r->k > 0) {
             cJSON *rr = cJSON_AddArrayToObject(x, "synthetic_conditional_rates");
             for (int j = 0; j < r->k; j++) cJSON_AddItemToArray(rr, cJSON_CreateNumber(r->rates[j]));
@@ -495,6 +565,8 @@ int flint_bench_run(const flint_bench_options *o, flint_err *err) {
 done:
     cJSON_Delete(root);
     flint_engine_close(e);
+    for (int i = 0; i < nk; i++) flint_engine_close(kept[i]);
+    free(kept);
     free(pool);
     free(owned);
     free(path_svg);

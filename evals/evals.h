@@ -91,12 +91,18 @@ typedef struct flint_bench_options {
                                   * does, while the KV pool holds only what the run uses; 0: just enough */
     int warmup;                  /* untimed steps after prefill (default 3) */
     int steps;                   /* timed steps (default 10) */
+    int tokens;                  /* > 0: time the same text instead: warm-up until every session has emitted
+                                  * `warmup` tokens, then until every one has emitted `tokens` more (each
+                                  * point's rate over the window's whole time); 0: `warmup` and `steps` steps */
     int rounds;                  /* engine mode: the whole sweep this many times, every other one in reverse
                                   * order (default 1); each point pools its rounds' steps, so a drift of the
                                   * machine over the run falls on every K alike */
     int vary_prompts;            /* each round's sessions take the next batch's prompts of the set (every K
                                   * of a round the same ones): a point pools several prompts' trajectories,
                                   * where one prompt's decides a batch-1 point alone */
+    int keep_engines;            /* open each K's engine once and keep it over the rounds (as a server keeps
+                                  * its engine: a dynamic draft length carries what it learned from one
+                                  * round's requests into the next); 0: a fresh engine per round and K */
     flint_sampling_params sampling; /* default T = 0, seed 0 */
     const char *dataset;         /* text the prompts are cut from (default sharegpt) */
     const char *data_dir;

@@ -191,7 +191,7 @@ void flint_bench_options_default(flint_bench_options *o) {
 
 static const char *const bench_value_flags[] = {
     "--speculative-config", "--batch-sizes", "--draft-lengths", "--synthetic-acceptance", "--synthetic-per-position",
-    "--context", "--warmup", "--steps", "--rounds", "--temperature", "--top-p", "--top-k", "--min-p", "--seed", "--dataset",
+    "--context", "--warmup", "--steps", "--tokens", "--rounds", "--temperature", "--top-p", "--top-k", "--min-p", "--seed", "--dataset",
     "--data-dir", "--threads", "--output", "--device", "--load-format", "--model-shape", "--q", "--baseline",
     "--tensor-parallel-size", "--gemm-pdl", "--kernel-pdl", "--gemm-wgmma", "--cuda-graph-sizes", "--max-model-len",
     "--gemm-early", NULL};
@@ -199,7 +199,7 @@ static const char *const bench_value_flags[] = {
 int flint_bench_option_kind(const char *flag) {
     if (in_list(bench_value_flags, flag)) return 1;
     if (!strcmp(flag, "--quiet") || !strcmp(flag, "--enforce-eager") || !strcmp(flag, "--profile") ||
-        !strcmp(flag, "--split-step") || !strcmp(flag, "--vary-prompts"))
+        !strcmp(flag, "--split-step") || !strcmp(flag, "--vary-prompts") || !strcmp(flag, "--keep-engines"))
         return 0;
     return -1;
 }
@@ -209,6 +209,7 @@ int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v
     else if (!strcmp(f, "--enforce-eager")) o->enforce_eager = 1;
     else if (!strcmp(f, "--split-step")) o->split_step = 1;
     else if (!strcmp(f, "--vary-prompts")) o->vary_prompts = 1;
+    else if (!strcmp(f, "--keep-engines")) o->keep_engines = 1;
     else if (!strcmp(f, "--profile")) o->profile = 1;
     else if (!v) return flint_err_set(err, FLINT_ERR_INVALID, "%s needs a value", f);
     else if (!strcmp(f, "--device")) {
@@ -258,6 +259,7 @@ int flint_bench_options_set(flint_bench_options *o, const char *f, const char *v
     else if (!strcmp(f, "--max-model-len")) return get_int(f, v, 1, 1 << 20, &o->max_model_len, err);
     else if (!strcmp(f, "--warmup")) return get_int(f, v, 0, 100000, &o->warmup, err);
     else if (!strcmp(f, "--steps")) return get_int(f, v, 1, 100000, &o->steps, err);
+    else if (!strcmp(f, "--tokens")) return get_int(f, v, 1, 100000, &o->tokens, err);
     else if (!strcmp(f, "--rounds")) return get_int(f, v, 1, 100, &o->rounds, err);
     else if (!strcmp(f, "--temperature")) return get_float(f, v, 0, 100, &o->sampling.temperature, err);
     else if (!strcmp(f, "--top-p")) return get_float(f, v, 1e-9, 1, &o->sampling.top_p, err);
@@ -289,6 +291,12 @@ int flint_bench_options_check(const flint_bench_options *o, flint_err *err) {
         return flint_err_set(err, FLINT_ERR_INVALID, "--max-model-len goes with --load-format dummy (a real model's "
                              "server sets its own)");
     }
+    if (o->keep_engines && o->dummy && !o->spec_config)
+        return flint_err_set(err, FLINT_ERR_INVALID, "--keep-engines keeps the engines of a speculative sweep; the "
+                             "verify step alone (--load-format dummy without --speculative-config) opens none");
+    if (o->tokens > 0 && o->dummy && !o->spec_config)
+        return flint_err_set(err, FLINT_ERR_INVALID, "--tokens times the engine's steps over a text; the verify step "
+                             "alone (--load-format dummy without --speculative-config) has none");
     if (o->synthetic_al > 0 && o->n_synthetic_rates > 0)
         return flint_err_set(err, FLINT_ERR_INVALID, "--synthetic-acceptance and --synthetic-per-position exclude "
                              "each other");

@@ -173,6 +173,18 @@ grep -q "^2 rounds, every other one in reverse order" "$tmp/out" && ok || bad "b
 run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-lengths 1 --synthetic-per-position 1 \
   "${BE[@]}" --rounds 2 --vary-prompts --output "$tmp/b6.json"
 grep -q "^2 rounds, .*each round on other prompts" "$tmp/out" && ok || bad "bench --vary-prompts: no rounds line"
+# the same text for every K (--tokens): warm-up to 3 tokens a session, then 8 more each; every
+# draft accepted, so K = 3 takes 2 timed steps of 4 tokens a session, K = 0 eight of one
+run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-lengths 3 --synthetic-per-position 1,1,1 \
+  --context 48 --warmup 3 --tokens 8 "${E[@]}" --output "$tmp/b7.json"
+grep -q "the same text for every K: tokens 3 to 11 of each session" "$tmp/out" && ok || bad "bench --tokens: no window line"
+expect 2 "--tokens expects an integer" -- "$FLINT" bench "$M" --tokens 0
+expect 2 "--tokens times the engine's steps" -- "$FLINT" bench --device cuda --load-format dummy --model-shape qwen3-8b --tokens 8
+expect 2 "--keep-engines keeps the engines" -- "$FLINT" bench --device cuda --load-format dummy --model-shape qwen3-8b --keep-engines
+# each K's engine kept over the rounds (--keep-engines): the same grid, the rounds line says so
+run "$FLINT" bench "$M" --speculative-config "$SCB" --batch-sizes 2 --draft-lengths 1 --synthetic-per-position 1 \
+  "${BE[@]}" --rounds 3 --keep-engines --output "$tmp/b8.json"
+grep -q "^3 rounds, .*each K's engine kept over the rounds" "$tmp/out" && ok || bad "bench --keep-engines: no rounds line"
 # a given cost model where a draft pass costs 1000 s: once the gate has its estimates (8 drafting
 # steps, in the warm-up) the timed steps skip the drafter but for a probe at most
 run "$FLINT" bench "$M" --speculative-config "{\"model\": \"$tmp/d0\", \"dynamic_draft\": true, \"dynamic_cost\": {\"fixed_ms\": 1, \"draft_ms\": 1e6}}" \
@@ -202,6 +214,17 @@ assert two["config"]["rounds"] == 2 and [(r["batch"], r["k"]) for r in two["rows
 assert two["config"]["vary_prompts"] is False, two["config"]
 six = json.load(open(f"{d}/b6.json"))
 assert six["config"]["vary_prompts"] is True and six["rows"][1]["tokens_per_step"] == 4, six
+sev = json.load(open(f"{d}/b7.json"))
+assert sev["config"]["timed_tokens"] == 8 and sev["config"]["warmup_tokens"] == 3, sev["config"]
+assert "timed_steps" not in sev["config"], sev["config"]
+z, k3 = sev["rows"]
+assert (z["timed_steps"], z["tokens_per_step"]) == (8, 2) and (k3["timed_steps"], k3["tokens_per_step"]) == (2, 8), sev
+assert abs(k3["speedup_vs_no_speculation"] - (8 / k3["mean_step_ms"]) / (2 / z["mean_step_ms"])) < 1e-6, k3
+assert two["rows"][1]["timed_steps"] == 2 * 4, two["rows"][1]   # two rounds of --steps 4
+assert two["config"]["keep_engines"] is False, two["config"]
+kept = json.load(open(f"{d}/b8.json"))
+assert kept["config"]["keep_engines"] is True and kept["config"]["rounds"] == 3, kept["config"]
+assert [(r["timed_steps"], r["tokens_per_step"]) for r in kept["rows"]] == [(12, 2), (12, 4)], kept["rows"]
 k1 = two["rows"][1]   # every draft accepted in both rounds: 2 tokens a request a step
 assert k1["measured_acceptance_length"] == 2 and k1["tokens_per_step"] == 4, k1
 for r in two["rows"] + real["rows"]:   # the engine's host time, on the CPU the whole step

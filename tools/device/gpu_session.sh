@@ -15,7 +15,8 @@
 #   benchkp: the other kernels' PDL off; bench2: tensor parallel over 2 GPUs; embedded / embsplit /
 #   embedkp / embdyn: the embedded pair at fixed K (one graph per drafting step), with the step as
 #   separate launches (--split-step), with the other kernels' PDL off, under dynamic K
-#   (EMB_BATCHES, EMB_ROUNDS; EMB_VARY=1: each round on other prompts); spec8b: qwen3-8b with a
+#   (EMB_BATCHES, EMB_ROUNDS; EMB_VARY=1: each round on other prompts; EMB_SAME_TEXT=1: every K
+#   over the same tokens of each answer, engines kept over the rounds); spec8b: qwen3-8b with a
 #   random drafter; eager: --enforce-eager). NVLink multicast stays off (NCCL_NVLS_ENABLE=0) for every step.
 #   STEPS="kernels target bench" bash tools/device/gpu_session.sh  ->  $OUT/*.log
 set -uo pipefail
@@ -89,8 +90,12 @@ step spec8b 400 spec8b.log $BIN/flint bench --device cuda --load-format dummy --
     ${SPEC_EXTRA:-} --output "$OUT/spec8b.json"
 # the embedded pair with real acceptance (GSM8K questions as context): fixed draft lengths, then
 # dynamic ones (#8: within 3% of the best fixed K at every batch)
+# (EMB_SAME_TEXT=1: every K times the same text, tokens 16..136 of each answer, and each K's engine
+# is kept over the rounds as a server keeps it: the fair judge of the dynamic draft length, session 40)
+EMB_WINDOW="--warmup 10 --steps 60"
+[ -n "${EMB_SAME_TEXT:-}" ] && EMB_WINDOW="--warmup 16 --tokens 120 --keep-engines"
 EMB_ARGS="models/flint-tiny --device cuda --batch-sizes ${EMB_BATCHES:-1,8,32,64} --context 128 --dataset gsm8k \
---warmup 10 --steps 60 --rounds ${EMB_ROUNDS:-1}${EMB_VARY:+ --vary-prompts}"
+$EMB_WINDOW --rounds ${EMB_ROUNDS:-1}${EMB_VARY:+ --vary-prompts}"
 # shellcheck disable=SC2086
 step embedded 300 embedded.log $BIN/flint bench $EMB_ARGS --speculative-config '{"model": "models/flint-tiny-dspark"}' \
     --draft-lengths 1,3,5,7 --output "$OUT/embedded.json"
